@@ -57,7 +57,10 @@ class Metrics:
         r = self.registry
         # --- intake
         self.events = Counter(
-            "hotkeyd_source_events_total", "Key accesses ingested, per source.", ["source"], registry=r
+            "hotkeyd_source_events_total",
+            "Key accesses ingested, per source.",
+            ["source"],
+            registry=r,
         )
         self.records = Counter(
             "hotkeyd_source_records_total",
@@ -95,7 +98,9 @@ class Metrics:
             registry=r,
         )
         self.dead_letters = Counter(
-            "hotkeyd_kafka_dead_letters_total", "Bad records forwarded to the dead-letter topic.", registry=r
+            "hotkeyd_kafka_dead_letters_total",
+            "Bad records forwarded to the dead-letter topic.",
+            registry=r,
         )
         self.monitor_disconnects = Counter(
             "hotkeyd_monitor_disconnects_total",
@@ -104,7 +109,9 @@ class Metrics:
             registry=r,
         )
         # --- detector
-        self.ticks = Counter("hotkeyd_detector_ticks_total", "Detector ticks evaluated.", registry=r)
+        self.ticks = Counter(
+            "hotkeyd_detector_ticks_total", "Detector ticks evaluated.", registry=r
+        )
         self.tick_seconds = Histogram(
             "hotkeyd_detector_tick_duration_seconds",
             "Time spent evaluating one tick.",
@@ -113,7 +120,10 @@ class Metrics:
         )
         self.hot_keys = Gauge("hotkeyd_detector_hot_keys", "Keys hot now.", registry=r)
         self.transitions = Counter(
-            "hotkeyd_detector_transitions_total", "Hot/cool transitions, per kind.", ["kind"], registry=r
+            "hotkeyd_detector_transitions_total",
+            "Hot/cool transitions, per kind.",
+            ["kind"],
+            registry=r,
         )
         self.detection_latency = Histogram(
             "hotkeyd_detector_detection_latency_seconds",

@@ -113,12 +113,18 @@ class RedisServer(_Server):
     def start(self) -> None:
         args = [
             str(self.binary),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", self.dir,
-            "--protected-mode", "no",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.dir,
+            "--protected-mode",
+            "no",
             *self.extra_args,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -150,11 +156,17 @@ class KafkaBroker(_Server):
         env.setdefault("RUST_LOG", "warn")
         self.proc = subprocess.Popen(
             [
-                self.binary, "broker",
-                "--listener-url", url,
-                "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/",
+                self.binary,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
             ],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
         wait_for_port(self.port, timeout=20.0)

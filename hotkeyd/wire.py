@@ -91,7 +91,9 @@ class HotEntry:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = encode_key(self.key)
-        out.update(rate=round(self.rate, 3), rule=self.rule, ttl_ms=self.ttl_ms, since=round(self.since, 3))
+        out.update(
+            rate=round(self.rate, 3), rule=self.rule, ttl_ms=self.ttl_ms, since=round(self.since, 3)
+        )
         if self.db:
             out["db"] = self.db
         if self.kind is not None:
@@ -183,7 +185,9 @@ class Message:
         if not isinstance(obj, dict):
             raise WireError("notification is not a JSON object")
         if obj.get("v") != WIRE_VERSION:
-            raise WireError(f"unsupported wire version {obj.get('v')!r} (this client speaks {WIRE_VERSION})")
+            raise WireError(
+                f"unsupported wire version {obj.get('v')!r} (this client speaks {WIRE_VERSION})"
+            )
         try:
             return cls(
                 instance=str(obj["instance"]),
