@@ -149,6 +149,12 @@ class Metrics:
             "Full hot-set republishes (on reconnect or start).",
             registry=r,
         )
+        self.rule_reloads = Counter(
+            "hotkeyd_rules_reloads_total",
+            "Rules file reloads, per result (ok, rejected).",
+            ["result"],
+            registry=r,
+        )
         self._scrape = _ScrapeTimeCollector()
         r.register(self._scrape)
 

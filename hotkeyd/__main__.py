@@ -1,0 +1,5 @@
+"""``python -m hotkeyd`` runs the CLI."""
+
+from hotkeyd.cli import main
+
+main()

@@ -1,0 +1,322 @@
+"""The daemon: wires sources -> detector -> publisher, and owns the lifecycle.
+
+One thread runs the loop: it asks each source for batches (never waiting past the
+next tick), feeds them to the detector, acknowledges them upstream (Kafka offsets are
+committed only after the batch is in the sketch: at-least-once), and evaluates a tick
+when one is due. Publishing never blocks that loop: the publisher hands network I/O
+to its own thread, so a Redis outage slows nothing and loses no state (the full hot
+set is republished on reconnect).
+
+Shutdown (SIGTERM/SIGINT, or :meth:`Service.request_stop`): intake stops, one final
+tick is evaluated, a ``final: true`` message with the current hot set is published,
+and publishers flush within ``shutdown_timeout``. Subscribers should keep the listed
+keys hot until their ``ttl_ms`` runs out: another instance may take over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.config import Settings
+from hotkeyd.detector import Detector, DetectorConfig
+from hotkeyd.errors import HotkeydError
+from hotkeyd.metrics import Metrics
+from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
+from hotkeyd.rules import RuleSet, load_rules
+from hotkeyd.sources.base import Source
+from hotkeyd.sources.factory import make_sources
+from hotkeyd.wire import HotEntry, Namespace, encode_key
+
+__all__ = ["Service", "ServiceState"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServiceState:
+    """What /healthz and ``hotkeyd check`` look at."""
+
+    started: float = 0.0
+    last_tick: float = 0.0
+    running: bool = False
+    stopping: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+class Service:
+    """The hotkeyd daemon as a library object.
+
+    Args:
+        settings: validated settings.
+        clock: time source (a ManualClock in tests).
+        metrics: metrics registry holder; a fresh one by default.
+        sources: override the sources built from ``settings.sources``.
+        publisher: override the publisher built from ``settings.redis_url``.
+        stdout: stream for the stdout publisher when there is no Redis URL.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        sources: list[Source] | None = None,
+        publisher: Publisher | None = None,
+        stdout: IO[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.metrics = metrics or Metrics()
+        self.instance = settings.instance or default_instance_id()
+        self.namespace = Namespace(prefix=settings.namespace, channel_override=settings.channel)
+        self.rules: RuleSet = load_rules(settings.rules) if settings.rules else RuleSet.default()
+        self.detector = Detector(
+            DetectorConfig(
+                window=settings.window,
+                tick=settings.tick,
+                hysteresis=settings.hysteresis,
+                max_hot=settings.max_hot,
+                k=settings.k,
+                memory=settings.memory,
+                sketch=settings.sketch,
+                max_key_len=settings.max_key_len,
+            ),
+            self.rules,
+            self.clock,
+            metrics=self.metrics,
+        )
+        self.sources = (
+            sources
+            if sources is not None
+            else make_sources(settings, metrics=self.metrics, clock=self.clock)
+        )
+        if publisher is not None:
+            self.publisher = publisher
+        elif settings.redis_url:
+            self.publisher = RedisPublisher(
+                settings.redis_url,
+                namespace=self.namespace,
+                instance=self.instance,
+                clock=self.clock,
+                metrics=self.metrics,
+                heartbeat=settings.heartbeat,
+            )
+        else:
+            import sys
+
+            self.publisher = StdoutPublisher(
+                stdout or sys.stdout, instance=self.instance, clock=self.clock, metrics=self.metrics
+            )
+        self.state = ServiceState()
+        self._stop = threading.Event()
+        self._reload = threading.Event()
+        self._http: Any = None
+        self.metrics.add_gauge_callback(
+            "hotkeyd_sketch_memory_bytes",
+            "Bytes held by the detector's sketches.",
+            lambda: float(self.detector.nbytes),
+        )
+
+    # -- control (safe from signal handlers and other threads) --------------------------
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown; :meth:`run` returns soon after."""
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        """Reload the rules file at the next loop turn (SIGHUP)."""
+        self._reload.set()
+
+    def reload_rules(self) -> bool:
+        """Load and swap the rules now. A bad file is logged and the old rules stay."""
+        if not self.settings.rules:
+            logger.info("no rules file configured; nothing to reload")
+            return False
+        try:
+            rules = load_rules(self.settings.rules)
+        except HotkeydError as exc:
+            logger.error("rules reload rejected, old rules stay in force: %s", exc)
+            self.metrics.rule_reloads.labels(result="rejected").inc()
+            return False
+        self.detector.set_rules(rules)
+        self.rules = rules
+        self.metrics.rule_reloads.labels(result="ok").inc()
+        logger.info("rules reloaded from %s (%d rules)", self.settings.rules, len(rules))
+        return True
+
+    # -- views ---------------------------------------------------------------------------
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """(healthy, details) for /healthz."""
+        now = self.clock.monotonic()
+        reasons = []
+        if not self.state.running:
+            reasons.append("not running")
+        elif now - self.state.last_tick > max(5 * self.settings.tick, 2.0):
+            reasons.append(f"no tick for {now - self.state.last_tick:.1f}s")
+        if not self.publisher.healthy:
+            reasons.append("publisher unhealthy")
+        return not reasons, {
+            "status": "ok" if not reasons else "unhealthy",
+            "instance": self.instance,
+            "reasons": reasons,
+            "hot_keys": len(self.detector.hot()),
+        }
+
+    def topk_json(self, n: int | None = None) -> dict[str, Any]:
+        """The hot set and the top keys by rate, as /topk serves them."""
+        return {
+            "instance": self.instance,
+            "ts": self.clock.time(),
+            "hot": [h.to_json() for h in self.detector.hot()],
+            "top": [_rate_json(r) for r in self.detector.top(n)],
+        }
+
+    # -- the loop ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start publisher, sources and the HTTP endpoint (run() calls this)."""
+        self.publisher.start()
+        for src in self.sources:
+            src.start()
+        if self.settings.http_port is not None:
+            from hotkeyd.httpserver import HttpServer
+
+            self._http = HttpServer(
+                self.metrics.registry,
+                host=self.settings.http_host,
+                port=self.settings.http_port,
+                health=self.health,
+                topk=self.topk_json,
+            )
+            self._http.start()
+            logger.info("HTTP endpoint on http://%s:%d", self.settings.http_host, self._http.port)
+        self.state.running = True
+        self.state.started = self.state.last_tick = self.clock.monotonic()
+        logger.info(
+            "hotkeyd %s started: %d source(s), publisher %s",
+            self.instance,
+            len(self.sources),
+            type(self.publisher).__name__,
+        )
+
+    @property
+    def http_port(self) -> int | None:
+        return None if self._http is None else int(self._http.port)
+
+    def run(self, *, on_started: Callable[[], None] | None = None) -> int:
+        """Run until stopped or every source is exhausted; returns the exit code."""
+        self.start()
+        if on_started is not None:
+            on_started()
+        try:
+            while not self._stop.is_set():
+                if self._reload.is_set():
+                    self._reload.clear()
+                    self.reload_rules()
+                got = self._poll_sources(max(0.0, min(self.detector.due(), 0.25)))
+                if self.detector.due() <= 0:
+                    self._tick()
+                if not got and self.sources and all(s.exhausted for s in self.sources):
+                    self._finish_input()
+                    break
+        finally:
+            self._shutdown()
+        return 0
+
+    def _poll_sources(self, max_wait: float) -> int:
+        live = [s for s in self.sources if not s.exhausted]
+        if not live:
+            if max_wait > 0:
+                self._stop.wait(max_wait)
+            return 0
+        got = 0
+        share = max_wait / len(live)
+        for src in live:
+            batches = src.next_batch(share)
+            if not batches:
+                continue
+            for batch in batches:
+                result = self.detector.ingest(batch)
+                got += 1
+                self.metrics.events.labels(source=batch.source or src.name).inc(result.events)
+            src.commit()
+        return got
+
+    def _tick(self) -> None:
+        due_at = self.clock.monotonic()
+        res = self.detector.tick()
+        self.state.last_tick = self.clock.monotonic()
+        if res.hot or res.cool or res.still_hot:
+            self.publisher.publish(list(res.hot), list(res.still_hot), list(res.cool))
+            handed = self.clock.monotonic()
+            for _ in res.hot:
+                self.metrics.detection_latency.observe(max(0.0, handed - due_at))
+        self.publisher.update_state(
+            self.detector.hot(), [_rate_json(r) for r in self.detector.top()]
+        )
+
+    def _finish_input(self) -> None:
+        """Finite input is over: close the current sub-window so its counts are rated."""
+        wait = self.detector.due()
+        if wait > 0:
+            self._stop.wait(wait)
+        self._tick()
+
+    def _shutdown(self) -> None:
+        self.state.stopping = True
+        for src in self.sources:
+            try:
+                src.close()
+            except Exception as exc:  # closing must go on for the others
+                logger.warning("closing source %s failed: %s", src.name, exc)
+        hot: list[HotEntry] = self.detector.hot()
+        try:
+            self.publisher.publish([], hot, [], final=True)
+            self.publisher.close(timeout=self.settings.shutdown_timeout)
+        finally:
+            if self._http is not None:
+                self._http.close()
+            self.state.running = False
+        logger.info("hotkeyd %s stopped (%d keys were hot)", self.instance, len(hot))
+
+
+def _rate_json(r: Any) -> dict[str, Any]:
+    out: dict[str, Any] = encode_key(r.key)
+    out.update(rate=round(r.rate, 3), rule=r.rule, hot=r.hot)
+    if getattr(r, "since", None):
+        out["since"] = round(r.since, 3)
+    if getattr(r, "db", 0):
+        out["db"] = r.db
+    if getattr(r, "kind", None) is not None:
+        out["kind"] = r.kind
+    return out
+
+
+def run_until_signalled(service: Service) -> int:
+    """Run ``service`` in this (main) thread with SIGTERM/SIGINT/SIGHUP handlers."""
+    import signal
+
+    def _stop(signum: int, frame: object) -> None:
+        logger.info("received %s; shutting down", signal.Signals(signum).name)
+        service.request_stop()
+
+    def _hup(signum: int, frame: object) -> None:
+        service.request_reload()
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, _hup)
+    try:
+        started = time.monotonic()
+        code = service.run()
+        logger.debug("ran for %.1fs", time.monotonic() - started)
+        return code
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
