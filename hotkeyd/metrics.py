@@ -119,6 +119,11 @@ class Metrics:
             registry=r,
         )
         self.hot_keys = Gauge("hotkeyd_detector_hot_keys", "Keys hot now.", registry=r)
+        self.longest_hot = Gauge(
+            "hotkeyd_detector_longest_hot_seconds",
+            "How long the longest-hot key currently hot has been hot.",
+            registry=r,
+        )
         self.transitions = Counter(
             "hotkeyd_detector_transitions_total",
             "Hot/cool transitions, per kind.",
