@@ -13,16 +13,16 @@ COPY native ./native
 COPY hotkeyd ./hotkeyd
 ENV HOTKEYD_REQUIRE_NATIVE=1
 RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
- && pip install --no-cache-dir --no-index --find-links /wheels hotkeyd \
+ && pip install --no-cache-dir --no-index --find-links /wheels /wheels/hotkeyd-*.whl \
  && python -c "import hotkeyd._native, hotkeyd._monitor"
 
 FROM python:3.11-slim-bookworm
 RUN groupadd --system --gid 10001 hotkeyd \
  && useradd --system --uid 10001 --gid hotkeyd --no-create-home --shell /usr/sbin/nologin hotkeyd
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels hotkeyd \
+RUN pip install --no-cache-dir --no-index --find-links /wheels /wheels/hotkeyd-*.whl \
  && rm -rf /wheels
-USER hotkeyd
+USER 10001:10001
 # Inside a container the endpoint must listen beyond loopback to be scraped; the
 # default outside containers stays 127.0.0.1.
 ENV HOTKEYD_HTTP_HOST=0.0.0.0 \
