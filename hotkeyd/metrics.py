@@ -154,6 +154,12 @@ class Metrics:
             "Full hot-set republishes (on reconnect or start).",
             registry=r,
         )
+        self.publish_coalesced = Counter(
+            "hotkeyd_publish_coalesced_total",
+            "Queued notifications folded into a full republish because the publish queue overflowed.",
+            ["publisher"],
+            registry=r,
+        )
         self.rule_reloads = Counter(
             "hotkeyd_rules_reloads_total",
             "Rules file reloads, per result (ok, rejected).",

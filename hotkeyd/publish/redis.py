@@ -1,0 +1,361 @@
+"""Publishing to Redis: pub/sub channel + per-instance snapshot, off the caller's thread.
+
+``publish()`` only updates the in-memory hot set and appends the message to a bounded
+queue; a background thread does all network I/O. Each send is one ``MULTI/EXEC``::
+
+    SET   <prefix>:snapshot:<instance> <snapshot JSON> PX <expiry>
+    ZADD  <prefix>:instances <now> <instance>
+    PUBLISH <channel> <message JSON>      (one per queued message)
+
+Because the three are atomic, a client that SUBSCRIBEs first and then GETs the snapshot
+sees a snapshot whose ``seq`` covers every message it may have missed; it drops
+buffered messages with ``seq <=`` the snapshot's and applies the rest.
+
+Failure handling, in one place:
+
+* queue overflow -> the queued deltas are dropped and one ``full=true`` message is
+  sent instead (the hot set is state, nothing is lost); counted in
+  ``hotkeyd_publish_coalesced_total``;
+* Redis error -> counted in ``hotkeyd_publish_failures_total``, logged at a limited
+  rate, retried after a capped, jittered exponential backoff; the first success after
+  a failure is a ``full=true`` republish (``hotkeyd_publish_full_republish_total``);
+* a heartbeat (``PEXPIRE`` + ``ZADD``) keeps the snapshot alive; if the snapshot key is
+  gone (Redis restarted without persistence, or was flushed), the full state is
+  republished even though the connection itself looked fine.
+
+The worker paces itself on the real monotonic clock (it waits on real sockets); the
+injected clock stamps messages and scores the instance index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import redis
+import redis.exceptions as rexc
+
+from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.metrics import Metrics
+from hotkeyd.publish.base import (
+    DEFAULT_TOP_LIMIT,
+    Backoff,
+    HotSetState,
+    default_instance_id,
+)
+from hotkeyd.ratelog import RateLimitedLog
+from hotkeyd.redisconn import RedisSettings, client_from_url, parse_redis_url, translate_redis_error
+from hotkeyd.wire import CoolEntry, HotEntry, Message, Namespace
+
+__all__ = ["RedisPublisher"]
+
+logger = logging.getLogger(__name__)
+
+_LABEL = "redis"
+_BATCH = 256  # messages per MULTI/EXEC when the queue backs up
+_IDLE_WAKE = 0.25  # longest the worker sleeps without re-checking its schedule
+
+
+class RedisPublisher:
+    """Publishes to a Redis channel and keeps this instance's snapshot fresh.
+
+    Args:
+        url_or_client_factory: a Redis URL (validated now: a bad one raises
+            :class:`~hotkeyd.errors.ConfigError` here, not later), or a callable
+            returning a ``redis.Redis``.
+        namespace: channel and key names.
+        instance: this daemon's id; :func:`default_instance_id` when None.
+        clock: stamps messages and heartbeat scores.
+        metrics: where failures, republishes and notifications are counted.
+        heartbeat: seconds between snapshot refreshes.
+        expiry: snapshot TTL in seconds (3 heartbeats by default), so a dead
+            instance's snapshot disappears on its own.
+        max_pending: queued messages beyond which the queue is coalesced into one
+            full republish.
+        backoff_base, backoff_cap: retry delays after a failure (seconds).
+        log_interval: at most one failure log line per this many seconds.
+        rng: jitter source (seed it in tests).
+    """
+
+    def __init__(
+        self,
+        url_or_client_factory: str | Callable[[], redis.Redis],
+        namespace: Namespace | None = None,
+        instance: str | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        *,
+        heartbeat: float = 1.0,
+        expiry: float | None = None,
+        max_pending: int = 1000,
+        backoff_base: float = 0.1,
+        backoff_cap: float = 10.0,
+        top_limit: int = DEFAULT_TOP_LIMIT,
+        log_interval: float = 10.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if heartbeat <= 0:
+            raise ValueError(f"heartbeat must be > 0 seconds, got {heartbeat}")
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be >= 1, got {max_pending}")
+        self._target: str | RedisSettings | None
+        if isinstance(url_or_client_factory, str):
+            settings = parse_redis_url(url_or_client_factory)
+            self._factory: Callable[[], redis.Redis] = lambda: client_from_url(settings)
+            self._target = settings
+        else:
+            self._factory = url_or_client_factory
+            self._target = None
+        self.namespace = namespace or Namespace()
+        clock = clock or SystemClock()
+        self._clock = clock
+        self._metrics = metrics or Metrics()
+        self.heartbeat = heartbeat
+        self.expiry = expiry if expiry is not None else 3 * heartbeat
+        if self.expiry <= heartbeat:
+            raise ValueError(
+                f"expiry ({self.expiry}s) must be longer than the heartbeat ({heartbeat}s)"
+            )
+        self._max_pending = max_pending
+        self._state = HotSetState(instance or default_instance_id(), clock, top_limit)
+        self._cond = threading.Condition(self._state.lock)
+        self._queue: deque[Message] = deque()
+        self._need_full = True  # the first send after (re)connecting is a full republish
+        self._pending_final = False
+        self._backoff = Backoff(backoff_base, backoff_cap, rng)
+        self._limiter = RateLimitedLog(logger, log_interval, clock.monotonic)
+        self._client: redis.Redis | None = None
+        self._connected = False
+        self._last_error: str | None = "not started"
+        self._failures_in_row = 0
+        self._stopping = False
+        self._deadline = 0.0
+        self._thread: threading.Thread | None = None
+        self._snapshot_key = self.namespace.snapshot(self.instance)
+
+    # --- Publisher protocol
+    @property
+    def instance(self) -> str:
+        return self._state.instance
+
+    @property
+    def healthy(self) -> bool:
+        return self._connected and self._last_error is None
+
+    @property
+    def last_error(self) -> str | None:
+        return self._last_error
+
+    @property
+    def pending(self) -> int:
+        """Messages queued and not yet sent."""
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def seq(self) -> int:
+        """Sequence number of the last message built."""
+        return self._state.seq
+
+    def start(self) -> None:
+        """Start the background sender; the first thing it sends is a full republish."""
+        if self._thread is not None:
+            return
+        self._last_error = "connecting"
+        self._thread = threading.Thread(
+            target=self._run, name=f"hotkeyd-publish-{self.instance}", daemon=True
+        )
+        self._thread.start()
+
+    def publish(
+        self,
+        hot: Sequence[HotEntry],
+        still_hot: Sequence[HotEntry] = (),
+        cool: Sequence[CoolEntry] = (),
+        *,
+        full: bool = False,
+        final: bool = False,
+    ) -> None:
+        with self._cond:
+            self._state.apply(hot, still_hot, cool, full=full)
+            if not (hot or still_hot or cool or full or final):
+                return
+            if self._stopping and not final:
+                return
+            if self._need_full or full:
+                # A full republish is pending (or asked for): it will carry this change.
+                self._need_full = True
+                self._pending_final |= final
+                self._queue.clear()
+            elif len(self._queue) >= self._max_pending:
+                self._metrics.publish_coalesced.labels(_LABEL).inc(len(self._queue) + 1)
+                self._queue.clear()
+                self._need_full = True
+                self._pending_final |= final
+            else:
+                self._queue.append(self._state.delta_message(hot, still_hot, cool, final=final))
+            self._cond.notify()
+
+    def update_state(
+        self, hot_set: Sequence[HotEntry], top: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
+        self._state.replace(hot_set, top)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is queued (within ``timeout`` s), drop the snapshot, disconnect.
+
+        The snapshot and index entry are removed on a clean close: the instance no
+        longer maintains them. Clients keep the entries until their ``ttl_ms``.
+        """
+        thread = self._thread
+        with self._cond:
+            self._stopping = True
+            self._deadline = time.monotonic() + max(0.0, timeout)
+            self._cond.notify_all()
+        if thread is not None:
+            thread.join(max(0.0, timeout) + 0.5)
+            if thread.is_alive():
+                logger.warning("hotkeyd: publisher did not finish within %.1fs", timeout)
+        else:
+            self._close_client()
+        self._connected = False
+
+    # --- background worker
+    def _run(self) -> None:
+        next_heartbeat = 0.0
+        retry_at = 0.0
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    work = bool(self._queue) or self._need_full
+                    if self._stopping:
+                        if not work or now >= self._deadline or retry_at > self._deadline:
+                            break
+                        if now >= retry_at:
+                            break
+                    elif now >= retry_at and (work or now >= next_heartbeat):
+                        break
+                    due = retry_at if (work or now >= next_heartbeat) else next_heartbeat
+                    self._cond.wait(max(0.001, min(due - now, _IDLE_WAKE)))
+                if self._stopping and (
+                    not work or now >= self._deadline or retry_at > self._deadline
+                ):
+                    break
+                batch: list[Message]
+                full = self._need_full
+                if full:
+                    final = self._pending_final or self._stopping
+                    batch = [self._state.full_message(final=final)]
+                    self._queue.clear()
+                    self._need_full = self._pending_final = False
+                else:
+                    batch = [self._queue.popleft() for _ in range(min(len(self._queue), _BATCH))]
+                snapshot = self._state.snapshot() if batch else None
+            try:
+                if batch and snapshot is not None:
+                    self._send(batch, snapshot)
+                    if full:
+                        self._metrics.republishes.inc()
+                if time.monotonic() >= next_heartbeat and not self._stopping:
+                    self._heartbeat()
+                    next_heartbeat = time.monotonic() + self.heartbeat
+            except (rexc.RedisError, OSError) as exc:
+                retry_at = time.monotonic() + self._backoff.next_delay()
+                self._on_failure(exc, batch)
+                continue
+            self._on_success()
+            retry_at = 0.0
+        self._shutdown()
+
+    def _client_or_connect(self) -> redis.Redis:
+        if self._client is None:
+            self._client = self._factory()
+        return self._client
+
+    def _send(self, batch: list[Message], snapshot: Message) -> None:
+        client = self._client_or_connect()
+        pipe = client.pipeline(transaction=True)
+        pipe.set(self._snapshot_key, snapshot.dumps(), px=int(self.expiry * 1000))
+        pipe.zadd(self.namespace.instances, {self.instance: self._clock.time()})
+        for msg in batch:
+            pipe.publish(self.namespace.channel, msg.dumps())
+        pipe.execute()
+        self._metrics.notifications.labels(_LABEL).inc(len(batch))
+
+    def _heartbeat(self) -> None:
+        client = self._client_or_connect()
+        pipe = client.pipeline(transaction=True)
+        pipe.pexpire(self._snapshot_key, int(self.expiry * 1000))
+        pipe.zadd(self.namespace.instances, {self.instance: self._clock.time()})
+        alive, _ = pipe.execute()
+        if not alive:
+            # The snapshot vanished under a healthy connection: Redis restarted without
+            # persistence, or was flushed. Subscribers lost state too; republish it all.
+            logger.warning(
+                "hotkeyd: snapshot %s missing in Redis; republishing the full hot set",
+                self._snapshot_key,
+            )
+            with self._cond:
+                self._need_full = True
+                self._queue.clear()
+
+    def _on_success(self) -> None:
+        if self._failures_in_row:
+            logger.info(
+                "hotkeyd: publishing to Redis recovered after %d failed attempts",
+                self._failures_in_row,
+            )
+        self._failures_in_row = 0
+        self._backoff.reset()
+        self._connected = True
+        self._last_error = None
+
+    def _on_failure(self, exc: BaseException, batch: list[Message]) -> None:
+        err = translate_redis_error(exc, self._target)
+        self._metrics.publish_failures.labels(_LABEL).inc()
+        self._failures_in_row += 1
+        self._connected = False
+        self._last_error = str(err)
+        self._limiter.warning(
+            "publish", "hotkeyd: publish failed (attempt %d): %s", self._failures_in_row, err
+        )
+        with self._cond:
+            # Whatever was in flight may or may not have arrived: resend the whole state.
+            self._need_full = True
+            self._pending_final |= any(m.final for m in batch)
+            self._queue.clear()
+        self._close_client()
+
+    def _shutdown(self) -> None:
+        if self._connected and self._client is not None:
+            try:
+                pipe = self._client.pipeline(transaction=True)
+                pipe.delete(self._snapshot_key)
+                pipe.zrem(self.namespace.instances, self.instance)
+                pipe.execute()
+            except (rexc.RedisError, OSError) as exc:
+                logger.info(
+                    "hotkeyd: could not remove snapshot on close: %s",
+                    translate_redis_error(exc, self._target),
+                )
+        with self._cond:
+            dropped = len(self._queue) + (1 if self._need_full else 0)
+            self._queue.clear()
+        if dropped:
+            logger.warning(
+                "hotkeyd: publisher closed with %d message(s) unsent (Redis unreachable)", dropped
+            )
+        self._close_client()
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(rexc.RedisError, OSError):
+                client.close()

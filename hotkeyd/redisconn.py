@@ -1,0 +1,350 @@
+"""Redis connection URLs -> redis-py clients, and redis-py errors -> hotkeyd errors.
+
+hotkeyd talks to Redis from several places (publisher, snapshot reader, MONITOR tap,
+client SDK). All of them take one URL and go through :func:`parse_redis_url`, so a typo
+is caught once, at start-up, with one readable line instead of a redis-py traceback
+on the first publish. Supported forms::
+
+    redis://[[user]:password@]host[:port][/db][?option=value...]
+    rediss://...                       TLS; verify with ssl_ca_certs=/path/ca.pem
+    unix:///path/to/redis.sock[?db=N]
+
+Query options: ``db``, ``socket_timeout``, ``socket_connect_timeout``,
+``client_name``, and for TLS ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``,
+``ssl_cert_reqs`` (none/optional/required), ``ssl_check_hostname`` (true/false).
+Unknown options are an error: a silently ignored ``ssl_ca_cert=`` typo would mean
+an unverified connection.
+
+redis-py retries are switched off (``Retry(NoBackoff(), 0)``): the publisher has its
+own capped, jittered backoff and must notice a restart to republish its full state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+
+import redis
+import redis.exceptions as rexc
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "RedisSettings",
+    "check_redis",
+    "client_from_url",
+    "connect",
+    "parse_redis_url",
+    "redact_url",
+    "translate_redis_error",
+]
+
+DEFAULT_CONNECT_TIMEOUT = 2.0
+DEFAULT_SOCKET_TIMEOUT = 2.0
+_MAX_DB = 1 << 20  # Redis allows `databases` up to INT_MAX; anything this big is a typo
+
+_BOOL = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+_CERT_REQS = ("none", "optional", "required")
+_QUERY_OPTIONS = frozenset(
+    {
+        "db",
+        "socket_timeout",
+        "socket_connect_timeout",
+        "client_name",
+        "ssl_ca_certs",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_cert_reqs",
+        "ssl_check_hostname",
+    }
+)
+_TLS_OPTIONS = frozenset(o for o in _QUERY_OPTIONS if o.startswith("ssl_"))
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """A validated Redis connection description (what a URL says).
+
+    ``password`` is kept out of ``repr`` so settings can be logged.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 6379
+    db: int = 0
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    unix_path: str | None = None
+    tls: bool = False
+    ssl_ca_certs: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_cert_reqs: str = "required"
+    ssl_check_hostname: bool = True
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
+    socket_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    client_name: str | None = None
+    display: str = ""  # the URL with the password masked, for messages
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``redis.Redis(...)``."""
+        kw: dict[str, Any] = {
+            "db": self.db,
+            "username": self.username,
+            "password": self.password,
+            "socket_timeout": self.socket_timeout,
+            "socket_connect_timeout": self.socket_connect_timeout,
+            "client_name": self.client_name,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        if self.unix_path is not None:
+            kw["unix_socket_path"] = self.unix_path
+            return kw
+        kw.update(host=self.host, port=self.port)
+        if self.tls:
+            kw.update(
+                ssl=True,
+                ssl_ca_certs=self.ssl_ca_certs,
+                ssl_certfile=self.ssl_certfile,
+                ssl_keyfile=self.ssl_keyfile,
+                ssl_cert_reqs=self.ssl_cert_reqs,
+                ssl_check_hostname=self.ssl_check_hostname and self.ssl_cert_reqs != "none",
+            )
+        return kw
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***`` (safe to log)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "<unparseable redis url>"
+
+
+def _bad(url: str, why: str) -> ConfigError:
+    return ConfigError(f"invalid Redis URL {redact_url(url)!r}: {why}")
+
+
+def _number(url: str, name: str, raw: str, *, lo: float, hi: float) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _bad(url, f"{name} must be a number, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise _bad(url, f"{name} must be between {lo:g} and {hi:g}, got {raw!r}")
+    return value
+
+
+def _parse_db(url: str, raw: str) -> int:
+    if not raw.isdigit() or int(raw) >= _MAX_DB:
+        raise _bad(url, f"database index must be a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+def parse_redis_url(url: str) -> RedisSettings:
+    """Validate a Redis URL and return its settings.
+
+    Raises:
+        ConfigError: with one line naming what is wrong (password masked).
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError("invalid Redis URL: empty (expected redis://host:port/db)")
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise _bad(url, str(exc)) from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("redis", "rediss", "unix"):
+        raise _bad(url, f"scheme must be redis://, rediss:// or unix://, got {scheme or 'none'!r}")
+    if parts.fragment:
+        raise _bad(url, "unexpected '#' fragment")
+
+    opts: dict[str, str] = {}
+    query = parse_qs(parts.query, keep_blank_values=True)
+    for name, values in query.items():
+        if name not in _QUERY_OPTIONS:
+            known = ", ".join(sorted(_QUERY_OPTIONS))
+            raise _bad(url, f"unknown option {name!r} (known: {known})")
+        if len(values) != 1:
+            raise _bad(url, f"option {name!r} given more than once")
+        opts[name] = values[0]
+
+    kw: dict[str, Any] = {"display": redact_url(url)}
+    if parts.username:
+        kw["username"] = unquote(parts.username)
+    if parts.password is not None:
+        kw["password"] = unquote(parts.password)
+
+    tls = scheme == "rediss"
+    if scheme == "unix":
+        path = unquote(parts.path)
+        if not path:
+            raise _bad(url, "unix:// needs a socket path, e.g. unix:///run/redis.sock")
+        kw["unix_path"] = path
+    else:
+        host = parts.hostname
+        if not host:
+            raise _bad(url, "missing host (expected redis://host:port/db)")
+        if port is not None and not 0 < port < 65536:
+            raise _bad(url, f"port must be 1-65535, got {port}")
+        kw.update(host=host, port=port or 6379, tls=tls)
+        path = unquote(parts.path).strip("/")
+        if path:
+            kw["db"] = _parse_db(url, path)
+
+    if "db" in opts:
+        kw["db"] = _parse_db(url, opts["db"])
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        if name in opts:
+            kw[name] = _number(url, name, opts[name], lo=0.001, hi=3600.0)
+    if "client_name" in opts:
+        kw["client_name"] = opts["client_name"] or None
+
+    tls_opts = _TLS_OPTIONS & opts.keys()
+    if tls_opts and not tls:
+        raise _bad(url, f"{', '.join(sorted(tls_opts))} needs the rediss:// scheme")
+    for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile"):
+        if name in opts:
+            file = os.path.expanduser(opts[name])
+            if not os.path.isfile(file):
+                raise _bad(url, f"{name} file {file!r} does not exist")
+            kw[name] = file
+    if "ssl_keyfile" in kw and "ssl_certfile" not in kw:
+        raise _bad(url, "ssl_keyfile given without ssl_certfile")
+    if "ssl_cert_reqs" in opts:
+        reqs = opts["ssl_cert_reqs"].lower()
+        if reqs not in _CERT_REQS:
+            raise _bad(url, f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}, got {reqs!r}")
+        kw["ssl_cert_reqs"] = reqs
+    if "ssl_check_hostname" in opts:
+        flag = _BOOL.get(opts["ssl_check_hostname"].lower())
+        if flag is None:
+            raise _bad(
+                url, f"ssl_check_hostname must be true or false, got {opts['ssl_check_hostname']!r}"
+            )
+        kw["ssl_check_hostname"] = flag
+    return RedisSettings(**kw)
+
+
+def client_from_url(url: str | RedisSettings, **overrides: Any) -> redis.Redis:
+    """Build a redis-py client (no I/O yet: it connects on first command).
+
+    Args:
+        url: a Redis URL, or settings from :func:`parse_redis_url`.
+        **overrides: extra ``redis.Redis`` keyword arguments (e.g. ``socket_timeout``).
+
+    Raises:
+        ConfigError: the URL is invalid.
+    """
+    settings = url if isinstance(url, RedisSettings) else parse_redis_url(url)
+    kwargs = settings.client_kwargs()
+    kwargs.update(overrides)
+    return redis.Redis(**kwargs)
+
+
+def _target(where: str | RedisSettings | None) -> str:
+    if isinstance(where, RedisSettings):
+        return where.display or f"{where.host}:{where.port}"
+    return redact_url(where) if where else "Redis"
+
+
+def translate_redis_error(
+    exc: BaseException, where: str | RedisSettings | None = None
+) -> HotkeydError:
+    """Turn a redis-py (or socket/TLS) error into a hotkeyd error with one clear line.
+
+    Authentication and permission problems become :class:`PublishError` (retrying
+    will not help, the operator must fix credentials); connection problems become
+    :class:`UnreachableError`. Use as ``raise translate_redis_error(e, url) from e``.
+    """
+    target = _target(where)
+    if isinstance(exc, HotkeydError):
+        return exc
+    if isinstance(exc, rexc.AuthenticationError):
+        return PublishError(f"Redis authentication failed at {target}: {exc} (check user/password)")
+    if isinstance(exc, (rexc.AuthorizationError, rexc.NoPermissionError)):
+        return PublishError(f"Redis user lacks permission at {target}: {exc} (check the ACL)")
+    if isinstance(exc, rexc.ResponseError) and str(exc).startswith(
+        ("NOAUTH", "WRONGPASS", "NOPERM")
+    ):
+        return PublishError(f"Redis refused credentials at {target}: {exc}")
+    if isinstance(exc, (rexc.ConnectionError, rexc.TimeoutError, OSError)):
+        return UnreachableError(f"Redis unreachable at {target}: {exc}")
+    if isinstance(exc, rexc.BusyLoadingError):
+        return UnreachableError(f"Redis at {target} is loading its dataset: {exc}")
+    return PublishError(f"Redis error at {target}: {type(exc).__name__}: {exc}")
+
+
+def check_redis(
+    url: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, **overrides: Any
+) -> Mapping[str, Any]:
+    """Connect, authenticate and PING once; for ``hotkeyd check`` and start-up.
+
+    Returns:
+        ``INFO server`` fields (e.g. ``redis_version``) for a friendly message.
+
+    Raises:
+        ConfigError, UnreachableError, PublishError: with one readable line.
+    """
+    settings = parse_redis_url(url)
+    client = client_from_url(
+        settings, socket_timeout=timeout, socket_connect_timeout=timeout, **overrides
+    )
+    try:
+        client.ping()
+        try:
+            info: Mapping[str, Any] = client.info("server")
+        except rexc.ResponseError:  # an ACL user may PING/PUBLISH without INFO rights
+            info = {}
+        return info
+    except (rexc.RedisError, OSError) as exc:
+        raise translate_redis_error(exc, settings) from exc
+    finally:
+        client.close()
+
+
+def connect(url: str, *, check: bool = True, **overrides: Any) -> redis.Redis:
+    """Return a client for ``url``, PINGed once so problems surface here as one line.
+
+    For CLI commands (``hotkeyd top``, ``watch``, ``check``) and the client SDK, which
+    want "cannot reach Redis" at once rather than on their first real command.
+
+    Raises:
+        ConfigError: the URL is invalid.
+        UnreachableError: Redis cannot be reached.
+        PublishError: authentication or ACL failure.
+    """
+    settings = parse_redis_url(url)
+    client = client_from_url(settings, **overrides)
+    if check:
+        try:
+            client.ping()
+        except (rexc.RedisError, OSError) as exc:
+            client.close()
+            raise translate_redis_error(exc, settings) from exc
+    return client
