@@ -1,0 +1,39 @@
+"""Client SDK: follow the daemon's hot-key notifications and cache hot keys locally.
+
+- :class:`HotSet` - which keys are hot now (sequence-checked, TTL-expired, callbacks).
+- :class:`Subscriber` / :class:`AsyncSubscriber` - keep a HotSet current from Redis
+  (subscribe, then snapshot, then buffered messages; resync on gaps and reconnects).
+- :class:`HotCache` - redis-py wrapper serving hot keys from a bounded local cache
+  with single-flight refresh, and broadcasting invalidations on writes.
+- :class:`ShardedCounter` - split a write-hot counter over N keys; never oversells.
+- :class:`ClientMetrics` - optional Prometheus metrics on an explicit registry.
+"""
+
+from __future__ import annotations
+
+from hotkeyd.client.aio import AsyncSubscriber
+from hotkeyd.client.cache import HotCache
+from hotkeyd.client.hotset import ApplyResult, HotItem, HotSet
+from hotkeyd.client.invalidation import ServerTracking, decode_invalidation, encode_invalidation
+from hotkeyd.client.local import CacheStats, LocalCache
+from hotkeyd.client.metrics import ClientMetrics
+from hotkeyd.client.sharded import ShardedCounter
+from hotkeyd.client.subscriber import Subscriber, SubscriberStats, read_snapshots
+
+__all__ = [
+    "ApplyResult",
+    "AsyncSubscriber",
+    "CacheStats",
+    "ClientMetrics",
+    "HotCache",
+    "HotItem",
+    "HotSet",
+    "LocalCache",
+    "ServerTracking",
+    "ShardedCounter",
+    "Subscriber",
+    "SubscriberStats",
+    "decode_invalidation",
+    "encode_invalidation",
+    "read_snapshots",
+]

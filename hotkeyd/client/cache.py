@@ -1,0 +1,354 @@
+"""HotCache: serve hot keys from process memory, pass cold keys straight to Redis.
+
+::
+
+    cache = HotCache.from_url("redis://127.0.0.1:6379/0")   # subscribes + bootstraps
+    cache.get("item:1")          # cold: one dict lookup, then redis-py's GET
+                                 # hot:  local copy, refreshed single-flight
+    cache.set("item:1", b"v2")   # SET + PUBLISH invalidation in one round trip
+
+A key is served locally only while the daemon says it is hot; each copy lives for the
+``ttl_ms`` of the rule that made it hot (capped by ``max_ttl``), so the staleness a
+reader can see is bounded by that TTL even if every invalidation were lost, and is
+normally the pub/sub latency of one invalidation (see ``docs/client.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Literal, TypeVar
+
+import redis
+
+from hotkeyd.client._util import RateLimitedLog, key_bytes
+from hotkeyd.client.hotset import HotItem, HotSet
+from hotkeyd.client.invalidation import (
+    ServerTracking,
+    TrackingMode,
+    decode_invalidation,
+    encode_invalidation,
+)
+from hotkeyd.client.local import CacheStats, LocalCache
+from hotkeyd.client.subscriber import Subscriber
+from hotkeyd.clock import Clock
+from hotkeyd.errors import ClientError
+from hotkeyd.wire import Namespace, WireError
+
+__all__ = ["CacheStats", "HotCache", "LocalCache"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+Broadcast = Literal["always", "known"]
+
+
+class HotCache:
+    """A redis-py wrapper that caches hot keys locally and broadcasts invalidations.
+
+    Args:
+        client: the redis-py client every Redis command goes through.
+        subscriber: feeds the hot set and invalidations; one is created (and owned,
+            i.e. stopped by :meth:`close`) when omitted.
+        namespace: Redis names of the deployment (used when creating the subscriber).
+        clock: time source (used when creating the subscriber).
+        max_entries: local cache entry bound.
+        max_bytes: local cache size bound (estimated value bytes).
+        max_ttl: cap on how long a local copy lives (s); the rule's ``ttl_ms`` otherwise.
+        stale_for: seconds a stale copy may be served while one caller refreshes it.
+        wait_timeout: how long a caller with no copy waits for the refresh in flight.
+        broadcast: ``"always"`` publishes an invalidation for every write (correct even
+            when instances disagree on what is hot); ``"known"`` only for keys this
+            instance knows to be hot or has cached (cheaper, weaker: see docs).
+        tracking: ``"optin"``/``"bcast"`` add Redis server-assisted invalidation
+            (CLIENT TRACKING, RESP3) for promoted keys; needs ``tracking_url``.
+        tracking_url: Redis URL for the tracking connection.
+        tracking_prefixes: BCAST prefixes.
+        metrics: optional :class:`~hotkeyd.client.metrics.ClientMetrics`.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        subscriber: Subscriber | None = None,
+        *,
+        namespace: Namespace | None = None,
+        clock: Clock | None = None,
+        max_entries: int = 10_000,
+        max_bytes: int = 32 << 20,
+        max_ttl: float | None = None,
+        stale_for: float = 1.0,
+        wait_timeout: float = 0.5,
+        broadcast: Broadcast = "always",
+        tracking: TrackingMode = "off",
+        tracking_url: str | None = None,
+        tracking_prefixes: Iterable[str | bytes] = (),
+        metrics: Any = None,
+    ) -> None:
+        if broadcast not in ("always", "known"):
+            raise ValueError(f"broadcast must be 'always' or 'known', got {broadcast!r}")
+        self.client = client
+        self._owns_subscriber = subscriber is None
+        if subscriber is None:
+            subscriber = Subscriber(client, namespace=namespace, clock=clock)
+        self.subscriber = subscriber
+        self.hotset: HotSet = subscriber.hotset
+        self.namespace = subscriber.namespace
+        self.clock = self.hotset.clock
+        self.local = LocalCache(
+            max_entries, max_bytes, clock=self.clock, stale_for=stale_for, wait_timeout=wait_timeout
+        )
+        self.max_ttl = max_ttl
+        self.broadcast = broadcast
+        self.origin = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._channel = self.namespace.invalidate_channel
+        self._hot = self.hotset.items  # live dict: the one membership check of a cold read
+        self._warn = RateLimitedLog(logger)
+        self.bad_invalidations = 0
+        self._tracking: ServerTracking | None = None
+        if tracking != "off":
+            if tracking_url is None:
+                raise ClientError("tracking needs tracking_url (a RESP3 connection is opened)")
+            self._tracking = ServerTracking(
+                tracking_url,
+                tracking,
+                prefixes=tracking_prefixes,
+                on_invalidate=self._on_tracking_push,
+                on_reset=self.local.clear,
+            )
+        self.hotset.add_listener(on_cool=self.local.invalidate)
+        subscriber.add_invalidation_listener(self._on_invalidation)
+        subscriber.add_reset_listener(self.local.clear)
+        if metrics is not None:
+            metrics.bind(self)
+        self._started = False
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> HotCache:
+        """Create a client for ``url`` (AUTH/ACL/TLS via the URL), start, and bootstrap."""
+        cache = cls(redis.Redis.from_url(url), **kwargs)
+        return cache.start()
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self, timeout: float = 10.0) -> HotCache:
+        """Start the subscriber (if owned) and wait until the hot set is bootstrapped."""
+        if self._tracking is not None and not self._started:
+            self._tracking.start()
+        self._started = True
+        self.subscriber.start()
+        if not self.subscriber.wait_ready(timeout):
+            raise ClientError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+        return self
+
+    def close(self) -> None:
+        """Stop what this cache owns (not the redis client it was given)."""
+        if self._owns_subscriber:
+            self.subscriber.stop()
+        if self._tracking is not None:
+            self._tracking.close()
+
+    def __enter__(self) -> HotCache:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def stats(self) -> CacheStats:
+        return self.local.stats
+
+    # -------------------------------------------------------------------- reads
+    def get(self, name: Any) -> Any:
+        """GET; served locally while ``name`` is hot."""
+        k = name if name.__class__ is bytes else key_bytes(name)
+        item = self._hot.get(k)
+        if item is None:
+            return self.client.get(name)
+        return self._hot_read(item, ("g", k), k, "GET", name)
+
+    def hget(self, name: Any, key: Any) -> Any:
+        """HGET; served locally while ``name`` is hot."""
+        k = name if name.__class__ is bytes else key_bytes(name)
+        item = self._hot.get(k)
+        if item is None:
+            return self.client.hget(name, key)
+        return self._hot_read(item, ("h", k, key_bytes(key)), k, "HGET", name, key)
+
+    def hgetall(self, name: Any) -> Any:
+        """HGETALL; served locally while ``name`` is hot (a copy of the dict)."""
+        k = name if name.__class__ is bytes else key_bytes(name)
+        item = self._hot.get(k)
+        if item is None:
+            return self.client.hgetall(name)
+        return dict(self._hot_read(item, ("H", k), k, "HGETALL", name))
+
+    def cached(self, key: Any, loader: Callable[[], T], ttl: float | None = None) -> T:
+        """``loader()`` (e.g. a DB read) cached while ``key`` is hot, single-flight.
+
+        Invalidate it after the underlying data changes with :meth:`invalidate`.
+        """
+        k = key if key.__class__ is bytes else key_bytes(key)
+        item = self._hot.get(k)
+        now = self.clock.monotonic()
+        if item is None or item.expires <= now:
+            return loader()
+        return self.local.load(("c", k), k, loader, self._ttl(item) if ttl is None else ttl)
+
+    def mget(self, keys: Any, *args: Any) -> list[Any]:
+        """MGET; hot keys come from the local cache, the rest in one MGET."""
+        names = [*keys, *args] if isinstance(keys, (list, tuple)) else [keys, *args]
+        hot = self._hot
+        kbs = [n if n.__class__ is bytes else key_bytes(n) for n in names]
+        if not any(kb in hot for kb in kbs):
+            return list(self.client.mget(names))
+        now = self.clock.monotonic()
+        out: list[Any] = [None] * len(names)
+        need: list[int] = []
+        flights: dict[int, Any] = {}
+        for i, kb in enumerate(kbs):
+            item = hot.get(kb)
+            if item is None or item.expires <= now:
+                need.append(i)
+                continue
+            ckey = ("g", kb)
+            hit, value = self.local.get_fresh(ckey, now)
+            if hit:
+                out[i] = value
+                continue
+            flight, stale = self.local.begin(ckey, kb, now)
+            if flight is None and stale is not None and now < stale.expires + self.local.stale_for:
+                out[i] = stale.value  # someone else refreshes it
+                continue
+            if flight is not None:
+                flights[i] = (flight, self._ttl(item))
+            need.append(i)
+        if need:
+            try:
+                values = self.client.mget([names[i] for i in need])
+            except BaseException as exc:
+                for flight, _ in flights.values():
+                    self.local.fail(flight, exc)
+                raise
+            for i, v in zip(need, values, strict=True):
+                out[i] = v
+                if i in flights:
+                    flight, ttl = flights[i]
+                    self.local.finish(flight, v, ttl)
+        return out
+
+    def _hot_read(self, item: HotItem, ckey: Hashable, k: bytes, command: str, *args: Any) -> Any:
+        now = self.clock.monotonic()
+        if item.expires <= now:  # TTL ran out, expiry sweep not done yet: it is cold
+            return self.client.execute_command(command, *args)
+        hit, value = self.local.get_fresh(ckey, now)
+        if hit:
+            return value
+        tracking = self._tracking
+        if tracking is not None:
+            return self.local.load(ckey, k, lambda: tracking.read(command, *args), self._ttl(item))
+        return self.local.load(
+            ckey, k, lambda: self.client.execute_command(command, *args), self._ttl(item)
+        )
+
+    def _ttl(self, item: HotItem) -> float:
+        ttl = item.entry.ttl_ms / 1000.0
+        return ttl if self.max_ttl is None else min(ttl, self.max_ttl)
+
+    # ------------------------------------------------------------------- writes
+    def set(self, name: Any, value: Any, **kwargs: Any) -> Any:
+        """SET (any redis-py options), then invalidate ``name`` everywhere."""
+        return self._write((name,), lambda p: p.set(name, value, **kwargs))
+
+    def delete(self, *names: Any) -> Any:
+        return self._write(names, lambda p: p.delete(*names))
+
+    def unlink(self, *names: Any) -> Any:
+        return self._write(names, lambda p: p.unlink(*names))
+
+    def getdel(self, name: Any) -> Any:
+        return self._write((name,), lambda p: p.getdel(name))
+
+    def mset(self, mapping: dict[Any, Any]) -> Any:
+        return self._write(tuple(mapping), lambda p: p.mset(mapping))
+
+    def incr(self, name: Any, amount: int = 1) -> Any:
+        return self._write((name,), lambda p: p.incrby(name, amount))
+
+    incrby = incr
+
+    def decr(self, name: Any, amount: int = 1) -> Any:
+        return self._write((name,), lambda p: p.decrby(name, amount))
+
+    decrby = decr
+
+    def incrbyfloat(self, name: Any, amount: float = 1.0) -> Any:
+        return self._write((name,), lambda p: p.incrbyfloat(name, amount))
+
+    def append(self, name: Any, value: Any) -> Any:
+        return self._write((name,), lambda p: p.append(name, value))
+
+    def hset(self, name: Any, key: Any = None, value: Any = None, mapping: Any = None) -> Any:
+        return self._write((name,), lambda p: p.hset(name, key, value, mapping=mapping))
+
+    def hdel(self, name: Any, *keys: Any) -> Any:
+        return self._write((name,), lambda p: p.hdel(name, *keys))
+
+    def hincrby(self, name: Any, key: Any, amount: int = 1) -> Any:
+        return self._write((name,), lambda p: p.hincrby(name, key, amount))
+
+    def hincrbyfloat(self, name: Any, key: Any, amount: float = 1.0) -> Any:
+        return self._write((name,), lambda p: p.hincrbyfloat(name, key, amount))
+
+    def expire(self, name: Any, time: Any, **kwargs: Any) -> Any:
+        return self._write((name,), lambda p: p.expire(name, time, **kwargs))
+
+    def pexpire(self, name: Any, time: Any, **kwargs: Any) -> Any:
+        return self._write((name,), lambda p: p.pexpire(name, time, **kwargs))
+
+    def expireat(self, name: Any, when: Any, **kwargs: Any) -> Any:
+        return self._write((name,), lambda p: p.expireat(name, when, **kwargs))
+
+    def persist(self, name: Any) -> Any:
+        return self._write((name,), lambda p: p.persist(name))
+
+    def invalidate(self, *names: Any) -> None:
+        """Drop ``names`` here and broadcast their invalidation (e.g. after a DB write)."""
+        kbs = [key_bytes(n) for n in names]
+        self.client.publish(self._channel, encode_invalidation(self.origin, kbs))
+        for kb in kbs:
+            self.local.invalidate(kb)
+
+    def _write(self, names: tuple[Any, ...], add: Callable[[Any], Any]) -> Any:
+        kbs = [key_bytes(n) for n in names]
+        if self.broadcast == "known" and not any(kb in self._hot or kb in self.local for kb in kbs):
+            pipe = None
+        else:
+            pipe = self.client.pipeline(transaction=False)
+        if pipe is None:
+            return add(self.client)
+        add(pipe)
+        pipe.publish(self._channel, encode_invalidation(self.origin, kbs))
+        try:
+            result = pipe.execute()[0]
+        finally:
+            for kb in kbs:  # also when the write failed: its effect is unknown
+                self.local.invalidate(kb)
+        return result
+
+    # ------------------------------------------------------------ invalidations
+    def _on_invalidation(self, payload: bytes) -> None:
+        try:
+            _origin, keys = decode_invalidation(payload)
+        except WireError as exc:
+            self.bad_invalidations += 1
+            self._warn(logging.WARNING, "bad invalidation message: %s", exc)
+            return
+        for kb in keys:
+            self.local.invalidate(kb)
+
+    def _on_tracking_push(self, key: bytes | None) -> None:
+        if key is None:
+            self.local.clear()
+        else:
+            self.local.invalidate(key)

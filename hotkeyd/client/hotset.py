@@ -1,0 +1,298 @@
+"""The client's view of which keys are hot, built from daemon notifications.
+
+Several daemon instances may publish on one channel; each numbers its messages with
+``seq`` (+1 per message). The hot set keeps, per instance, the last applied ``seq`` and
+the keys that instance announced, and merges them into one mapping ``key -> HotItem``
+that readers consult lock-free (a dict lookup is atomic under the GIL). Writers
+(the subscriber thread or task) go through :meth:`HotSet.apply` under a lock.
+
+A key is hot while at least one instance announced it and its ``ttl_ms`` has not run
+out since the last announcement: the daemon re-announces hot keys before their TTL,
+so a lost ``cool`` message or a dead daemon can only keep a key hot for one TTL.
+
+This module does no I/O: whoever feeds it decides how to resync (see
+:class:`~hotkeyd.client.subscriber.Subscriber`), which keeps the sequence logic
+testable with a :class:`~hotkeyd.clock.ManualClock`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.wire import HotEntry, Message
+
+__all__ = ["ApplyResult", "HotItem", "HotSet"]
+
+logger = logging.getLogger(__name__)
+
+OnHot = Callable[[HotEntry], object]
+OnCool = Callable[[bytes], object]
+
+
+class ApplyResult(enum.Enum):
+    """What :meth:`HotSet.apply` did with a message."""
+
+    APPLIED = "applied"
+    STALE = "stale"  # seq already seen (duplicate, or covered by a newer snapshot)
+    GAP = "gap"  # seq jumped (or unknown instance): caller should resync, then force
+
+
+@dataclass(slots=True)
+class HotItem:
+    """One hot key as readers see it.
+
+    Attributes:
+        entry: the latest announcement (rule, ``ttl_ms``, rate ...).
+        expires: monotonic time after which the key is no longer hot.
+    """
+
+    entry: HotEntry
+    expires: float
+
+
+@dataclass(slots=True)
+class _Instance:
+    seq: int | None = None
+    ts: float = 0.0
+    final: bool = False
+    keys: dict[bytes, float] = field(default_factory=dict)  # key -> monotonic expiry
+
+
+class HotSet:
+    """Thread-safe set of hot keys merged over daemon instances.
+
+    Args:
+        clock: time source; ``monotonic()`` drives TTL expiry.
+        max_keys: memory bound; announcements of new keys beyond it are dropped
+            (counted in :attr:`dropped`), whatever the daemon sends.
+        on_hot: called with the entry when a key turns hot (not on re-announcements).
+        on_cool: called with the key when it stops being hot (cool, full replace, TTL).
+
+    Callbacks run on the feeding thread, after the lock is released; an exception in a
+    callback is logged (rate-limited) and swallowed so one bad callback cannot stop
+    notifications.
+    """
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        *,
+        max_keys: int = 100_000,
+        on_hot: OnHot | None = None,
+        on_cool: OnCool | None = None,
+    ) -> None:
+        if max_keys < 1:
+            raise ValueError(f"max_keys must be >= 1, got {max_keys}")
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.max_keys = max_keys
+        self._lock = threading.Lock()
+        self._items: dict[bytes, HotItem] = {}  # mutated in place only: readers keep a reference
+        self._instances: dict[str, _Instance] = {}
+        self._on_hot: list[OnHot] = [on_hot] if on_hot else []
+        self._on_cool: list[OnCool] = [on_cool] if on_cool else []
+        self.dropped = 0
+        self.callback_errors = 0
+        self._last_cb_log = 0.0
+
+    # ----------------------------------------------------------------- readers
+    @property
+    def items(self) -> Mapping[bytes, HotItem]:
+        """Live read-only view ``key -> HotItem`` for lock-free membership checks.
+
+        Entries past ``expires`` may linger until the next :meth:`expire`; check
+        ``item.expires`` (or use :meth:`get`) when that matters.
+        """
+        return self._items
+
+    def get(self, key: bytes) -> HotEntry | None:
+        """Return the entry of ``key`` if it is hot now, else None."""
+        item = self._items.get(key)
+        if item is None or item.expires <= self.clock.monotonic():
+            return None
+        return item.entry
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, bytes) and self.get(key) is not None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def keys(self) -> list[bytes]:
+        """Keys hot now (a copy)."""
+        now = self.clock.monotonic()
+        return [k for k, it in list(self._items.items()) if it.expires > now]
+
+    def last_seq(self, instance: str) -> int | None:
+        """Last applied sequence number of ``instance`` (None if unknown)."""
+        with self._lock:
+            st = self._instances.get(instance)
+            return None if st is None else st.seq
+
+    def instances(self) -> list[str]:
+        """Instances the set has heard of."""
+        with self._lock:
+            return list(self._instances)
+
+    # -------------------------------------------------------------- listeners
+    def add_listener(self, on_hot: OnHot | None = None, on_cool: OnCool | None = None) -> None:
+        """Register more callbacks (e.g. a cache dropping entries of cooled keys)."""
+        with self._lock:
+            if on_hot is not None:
+                self._on_hot.append(on_hot)
+            if on_cool is not None:
+                self._on_cool.append(on_cool)
+
+    # ----------------------------------------------------------------- writers
+    def apply(self, msg: Message, *, force: bool = False) -> ApplyResult:
+        """Apply one message (or snapshot, which is a ``full`` message).
+
+        Args:
+            msg: the notification.
+            force: apply even across a gap (after a resync could not close it);
+                missed announcements then heal within one TTL.
+
+        Returns:
+            ``GAP`` when the caller should resync ``msg.instance`` from its snapshot
+            and call again with ``force=True``; nothing was changed in that case.
+        """
+        now = self.clock.monotonic()
+        turned_hot: list[HotEntry] = []
+        cooled: list[bytes] = []
+        with self._lock:
+            st = self._instances.get(msg.instance)
+            if msg.full:
+                if st is not None and st.seq is not None and not _newer_full(st, msg):
+                    return ApplyResult.STALE
+                if st is None:
+                    st = self._instances[msg.instance] = _Instance()
+                old = st.keys
+                st.keys = {}
+                self._announce(st, msg, now, turned_hot)
+                for key in old:
+                    if key not in st.keys:
+                        self._withdraw(key, now, cooled)
+            else:
+                if st is not None and st.seq is not None and msg.seq <= st.seq:
+                    return ApplyResult.STALE
+                gap = st is None or st.seq is None or msg.seq != st.seq + 1
+                if gap and not force:
+                    return ApplyResult.GAP
+                if st is None:
+                    st = self._instances[msg.instance] = _Instance()
+                self._announce(st, msg, now, turned_hot)
+                for c in msg.cool:
+                    if st.keys.pop(c.key, None) is not None:
+                        self._withdraw(c.key, now, cooled)
+            st.seq, st.ts, st.final = msg.seq, msg.ts, msg.final
+        self._notify(turned_hot, cooled)
+        return ApplyResult.APPLIED
+
+    def forget_instance(self, instance: str) -> None:
+        """Drop the sequence state of ``instance`` so its next message triggers a resync.
+
+        Its keys stay until their TTL, as for a ``final`` message.
+        """
+        with self._lock:
+            st = self._instances.get(instance)
+            if st is not None:
+                st.seq = None
+
+    def expire(self) -> int:
+        """Remove keys whose TTL passed; returns how many cooled. Call periodically."""
+        now = self.clock.monotonic()
+        cooled: list[bytes] = []
+        with self._lock:
+            for st in self._instances.values():
+                dead = [k for k, exp in st.keys.items() if exp <= now]
+                for k in dead:
+                    del st.keys[k]
+            for key, item in list(self._items.items()):
+                if item.expires <= now:
+                    self._withdraw(key, now, cooled)
+            # Instances that said goodbye and hold nothing are forgotten (bounded state).
+            for name in [n for n, st in self._instances.items() if st.final and not st.keys]:
+                del self._instances[name]
+        self._notify([], cooled)
+        return len(cooled)
+
+    def clear(self) -> None:
+        """Forget everything (on_cool fires for every key)."""
+        with self._lock:
+            cooled = list(self._items)
+            self._items.clear()
+            self._instances.clear()
+        self._notify([], cooled)
+
+    # ---------------------------------------------------------------- internal
+    def _announce(
+        self, st: _Instance, msg: Message, now: float, turned_hot: list[HotEntry]
+    ) -> None:
+        for h in msg.hot:
+            exp = now + max(h.ttl_ms, 0) / 1000.0
+            item = self._items.get(h.key)
+            if item is None:
+                if len(self._items) >= self.max_keys:
+                    self.dropped += 1
+                    continue
+                self._items[h.key] = HotItem(h, exp)
+                turned_hot.append(h)
+            else:
+                item.entry = h
+                item.expires = max(item.expires, exp) if item.expires > now else exp
+            st.keys[h.key] = exp
+
+    def _withdraw(self, key: bytes, now: float, cooled: list[bytes]) -> None:
+        """``key`` lost one instance's claim: keep it while another still holds it."""
+        best = 0.0
+        for st in self._instances.values():
+            exp = st.keys.get(key)
+            if exp is not None and exp > best:
+                best = exp
+        item = self._items.get(key)
+        if item is None:
+            return
+        if best > now:
+            item.expires = best
+        else:
+            del self._items[key]
+            cooled.append(key)
+
+    def _notify(self, turned_hot: list[HotEntry], cooled: list[bytes]) -> None:
+        if not turned_hot and not cooled:
+            return
+        on_hot, on_cool = list(self._on_hot), list(self._on_cool)
+        for entry in turned_hot:
+            for cb in on_hot:
+                self._call(cb, entry)
+        for key in cooled:
+            for cb2 in on_cool:
+                self._call(cb2, key)
+
+    def _call(self, cb: Callable[[Any], object], arg: object) -> None:
+        try:
+            cb(arg)
+        except Exception:
+            self.callback_errors += 1
+            now = time.monotonic()
+            if now - self._last_cb_log > 10.0:
+                self._last_cb_log = now
+                logger.exception(
+                    "hot-set callback %r failed (%d failures so far)", cb, self.callback_errors
+                )
+
+
+def _newer_full(st: _Instance, msg: Message) -> bool:
+    """Whether a full message/snapshot supersedes what we applied from that instance.
+
+    A higher ``seq`` is newer. A lower ``seq`` with a later timestamp is a restarted
+    daemon that kept its instance id (its counter started again).
+    """
+    assert st.seq is not None
+    return msg.seq > st.seq or (msg.seq < st.seq and msg.ts > st.ts)
