@@ -1,4 +1,4 @@
-"""A tiny stand-in for the hotkeyd daemon's publisher: real wire messages, real snapshots.
+"""Test helpers: polling, Redis command counts, and a stand-in for the daemon publisher.
 
 It publishes :class:`hotkeyd.wire.Message` JSON on the events channel and writes the
 snapshot + instances heartbeat exactly as the wire format describes, so client tests
@@ -8,6 +8,7 @@ exercise the same bytes the daemon will send.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -76,3 +77,19 @@ class FakeDaemon:
         pipe.set(self.ns.snapshot(self.instance), snap.dumps(), px=30_000)
         pipe.zadd(self.ns.instances, {self.instance: time.time()})
         pipe.execute()
+
+
+def wait_until(cond: Callable[[], object], timeout: float = 5.0, interval: float = 0.005) -> bool:
+    """Poll ``cond`` until true (returns True) or ``timeout`` (returns False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(interval)
+    return bool(cond())
+
+
+def get_calls(client: redis.Redis, cmd: str = "get") -> int:
+    """How many times Redis ran ``cmd`` (INFO commandstats)."""
+    stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{cmd}", {}).get("calls", 0))
