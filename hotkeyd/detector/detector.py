@@ -1,0 +1,461 @@
+"""The Detector facade: ingest batches, tick, report hot keys and top rates.
+
+Single-threaded by design: the service calls ``ingest``, ``due`` and ``tick`` from
+its loop. ``set_rules`` only swaps a reference, so calling it between two of those
+(e.g. from a SIGHUP handler that runs in the loop's thread) is atomic.
+
+Event-time policy (``Batch.ts``; details in docs/detection.md):
+
+- ``ts is None``: processing time, the batch goes into the open sub-window.
+- ``now - window <= ts <= now``: the batch goes into the sub-window its timestamp
+  falls in, so a backlog read after consumer lag keeps its real spread over time
+  and does not look like a burst. (A timestamp in the sub-window that is about to
+  leave the window is moved one sub-window forward, so it is still rated once.)
+- ``ts < now - window``: too old to rate; counted as late (``IngestResult.late``,
+  ``hotkeyd_detector_late_events_total``).
+- ``ts > now`` (clock skew): clamped to now.
+
+Wall time is mapped to sub-windows with ``clock.time()``; sub-windows themselves are
+closed on ``clock.monotonic()``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hotkeyd.clock import Clock
+from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, TickResult
+from hotkeyd.detector.keys import decode_ident, encode_keys, encode_lines
+from hotkeyd.detector.state import HotKey, HotSet
+from hotkeyd.detector.window import SketchLike, SubWindowRing
+from hotkeyd.errors import ConfigError, SketchError
+from hotkeyd.metrics import Metrics
+from hotkeyd.ratelog import RateLimitedLog
+from hotkeyd.rules import Rule, RuleSet
+from hotkeyd.sources.base import Batch
+from hotkeyd.wire import CoolEntry, HotEntry
+
+__all__ = ["Detector"]
+
+logger = logging.getLogger(__name__)
+
+_EPS = 1e-6  # in ticks: absorbs float error of clocks advanced in tick-sized steps
+WRITE_SHARE = 0.9  # write fraction at or above which a hot key is "write"
+READ_SHARE = 0.1  # write fraction at or below which a hot key is "read"
+
+
+def _default_factory(config: DetectorConfig, memory: int) -> Callable[[], SketchLike]:
+    try:
+        from hotkeyd.sketch import new_sketch
+    except ImportError as exc:  # pragma: no cover - only before the sketch module exists
+        raise ConfigError(f"sketch kind {config.sketch!r} is unavailable: {exc}") from exc
+
+    def make() -> SketchLike:
+        try:
+            sk: SketchLike = new_sketch(
+                config.sketch,
+                k=config.k,
+                memory=memory,
+                seed=config.seed,
+                max_key_len=config.max_key_len,
+            )
+        except (SketchError, ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"detector sketch {config.sketch!r} with k={config.k}, {memory} bytes per "
+                f"sub-window: {exc}"
+            ) from exc
+        return sk
+
+    make()  # fail at construction with a clear ConfigError, not at first write
+    return make
+
+
+class Detector:
+    """Hot-key detector.
+
+    Args:
+        config: window, tick, cap, sketch sizing.
+        rules: the rule set in force (replace with :meth:`set_rules`).
+        clock: time source; ``monotonic`` drives ticks, ``time`` maps event times.
+        metrics: updated when given (ticks, tick duration, hot keys, transitions,
+            late events, malformed inputs).
+        sketch_factory: makes one empty sketch per sub-window (tests inject exact
+            counters); by default ``hotkeyd.sketch.new_sketch`` sized from ``config``.
+    """
+
+    def __init__(
+        self,
+        config: DetectorConfig,
+        rules: RuleSet,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        sketch_factory: Callable[[], SketchLike] | None = None,
+    ) -> None:
+        if not isinstance(rules, RuleSet):
+            raise TypeError(f"rules must be a RuleSet, got {type(rules).__name__}")
+        self.config = config
+        self._rules = rules
+        self._clock = clock
+        self._metrics = metrics
+        self._n = config.subwindows
+        self._tick = config.window / self._n
+        slots = self._n + 1
+        self._cache_cap = 4 * (self._n * config.k + config.max_hot) + 1024
+        if sketch_factory is None:
+            self._factory = _default_factory(config, config.memory // slots)
+            self._wfactory: Callable[[], SketchLike] | None = None  # made on first writes
+        else:
+            self._factory = self._wfactory = sketch_factory
+        self._ring = SubWindowRing(self._n, self._factory, self._cache_cap)
+        self._wring: SubWindowRing | None = None
+        self._hot = HotSet(config.max_hot, config.hysteresis)
+        self._t0 = clock.monotonic()
+        self._last: dict[bytes, float] = {}  # ident -> rate at the last tick
+        self._log = RateLimitedLog(logger, 10.0, clock.monotonic)
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def rules(self) -> RuleSet:
+        return self._rules
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by all sub-window sketches (read ring, plus write ring if any)."""
+        return self._ring.nbytes + (self._wring.nbytes if self._wring is not None else 0)
+
+    def set_rules(self, rules: RuleSet) -> None:
+        """Put ``rules`` in force from the next tick on (atomic reference swap)."""
+        if not isinstance(rules, RuleSet):
+            raise TypeError(f"rules must be a RuleSet, got {type(rules).__name__}")
+        self._rules = rules
+
+    # -- ingest -------------------------------------------------------------------------
+    def _index_at(self, mono: float) -> int:
+        return math.floor((mono - self._t0) / self._tick + _EPS)
+
+    def _place(self, ts: float | None, source: str) -> int | None:
+        """Sub-window index for a batch with event time ``ts``; None when too old."""
+        cur = self._ring.cur
+        if ts is None:
+            return cur
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            self._log.warning(
+                f"badts:{source}", "source %s: bad batch ts %r, using now", source, ts
+            )
+            return cur
+        age = self._clock.time() - ts
+        if age <= 0.0:
+            return cur
+        if age > self.config.window:
+            return None
+        index = math.floor((self._clock.monotonic() - age - self._t0) / self._tick + _EPS)
+        return min(cur, max(cur - self._n + 1, index))
+
+    def ingest(self, batch: Batch) -> IngestResult:
+        """Count one batch into its sub-window (one sketch call on the fast path)."""
+        source = batch.source or "unknown"
+        index = self._place(batch.ts, source)
+        scale = batch.scale
+        if (
+            isinstance(scale, bool)
+            or not isinstance(scale, (int, float))
+            or not (0 < scale < math.inf)
+        ):
+            self._log.warning(
+                f"badscale:{source}", "source %s: bad batch scale %r, using 1", source, scale
+            )
+            scale = 1.0
+        slot = None if index is None else self._ring.slot(index)
+        sketch = None if slot is None else slot.sketch
+        rw = batch.writes is not None
+        if batch.lines is not None:
+            if sketch is None:
+                events, oversized, malformed = self._count_lines(batch.lines, batch.counted)
+            else:
+                buf = encode_lines(batch.lines, batch.db)
+                events, oversized, malformed = sketch.update_lines(buf, counted=batch.counted)
+        elif batch.keys is not None:
+            events, oversized, malformed = self._add_keys(
+                sketch, batch.keys, batch.counts, batch.db, source
+            )
+        elif batch.writes is not None:  # a batch of writes only: they are the accesses
+            events, oversized, malformed = self._add_keys(
+                sketch, batch.writes, batch.write_counts, batch.db, source
+            )
+        else:
+            events = oversized = malformed = 0
+        if slot is not None and index is not None:
+            slot.touched(events, scale, rw)
+            if batch.writes is not None and len(batch.writes) and events:
+                self._ingest_writes(index, batch, scale, source)
+        late = 0
+        if index is None:
+            late, events = events, 0
+        if oversized or malformed or late:
+            self._count_bad(source, oversized, malformed, late)
+        return IngestResult(events=events, oversized=oversized, malformed=malformed, late=late)
+
+    def _ingest_writes(self, index: int, batch: Batch, scale: float, source: str) -> None:
+        assert batch.writes is not None
+        if self._wring is None:
+            if self._wfactory is None:
+                self._wfactory = _default_factory(
+                    self.config, max(1024, self.config.memory // 4 // (self._n + 1))
+                )
+            self._wring = SubWindowRing(
+                self._n, self._wfactory, self._cache_cap, start=self._ring.cur
+            )
+        slot = self._wring.slot(index)
+        events, _, _ = self._add_keys(
+            slot.sketch, batch.writes, batch.write_counts, batch.db, source
+        )
+        slot.touched(events, scale, True)
+
+    def _add_keys(
+        self,
+        sketch: SketchLike | None,
+        keys: Sequence[bytes],
+        counts: Any,
+        db: int,
+        source: str,
+    ) -> tuple[int, int, int]:
+        """Add keys (and counts) to ``sketch`` (only count them when None)."""
+        if len(keys) == 0:
+            return 0, 0, 0
+        if counts is not None and len(counts) != len(keys):
+            self._log.warning(
+                f"counts:{source}",
+                "source %s: %d keys but %d counts; batch dropped",
+                source,
+                len(keys),
+                len(counts),
+            )
+            return 0, 0, len(keys)
+        idents = encode_keys(keys, db)
+        limit = self.config.max_key_len
+        oversized = 0
+        if max(map(len, idents)) > limit:
+            keep = [i for i, k in enumerate(idents) if len(k) <= limit]
+            oversized = len(idents) - len(keep)
+            idents = [idents[i] for i in keep]
+            counts = None if counts is None else [counts[i] for i in keep]
+            if not idents:
+                return 0, oversized, 0
+        events = len(idents) if counts is None else int(sum(counts))
+        if sketch is None:
+            return events, oversized, 0
+        try:
+            sketch.update_many(idents, counts)
+        except (SketchError, ValueError, TypeError) as exc:
+            return self._add_one_by_one(sketch, idents, counts, oversized, source, exc)
+        return events, oversized, 0
+
+    def _add_one_by_one(
+        self,
+        sketch: SketchLike,
+        idents: Sequence[bytes],
+        counts: Any,
+        oversized: int,
+        source: str,
+        exc: Exception,
+    ) -> tuple[int, int, int]:
+        """Slow path after a rejected batch: keep the good entries, count the bad ones."""
+        self._log.warning(
+            f"keys:{source}",
+            "source %s: batch rejected by the sketch (%s); adding keys one by one",
+            source,
+            exc,
+        )
+        events = malformed = 0
+        for i, ident in enumerate(idents):
+            c = 1 if counts is None else counts[i]
+            try:
+                sketch.update_many([ident], [c])
+            except (SketchError, ValueError, TypeError):
+                malformed += 1
+                continue
+            events += int(c)
+        return events, oversized, malformed
+
+    def _count_lines(
+        self, buf: bytes | bytearray | memoryview, counted: bool
+    ) -> tuple[int, int, int]:
+        """Count the events of a late batch without a sketch (rare path)."""
+        data = bytes(buf)
+        if not counted:
+            lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+            return max(0, lines - data.count(b"\n\n")), 0, 0
+        events = malformed = 0
+        for line in data.split(b"\n"):
+            line = line.rstrip(b"\r")
+            if not line:
+                continue
+            _, tab, num = line.rpartition(b"\t")
+            try:
+                n = int(num) if tab else -1
+            except ValueError:
+                n = -1
+            if n < 0:
+                malformed += 1
+            else:
+                events += n
+        return events, 0, malformed
+
+    def _count_bad(self, source: str, oversized: int, malformed: int, late: int) -> None:
+        m = self._metrics
+        if m is not None:
+            if oversized:
+                m.malformed.labels(source=source, reason="oversized").inc(oversized)
+            if malformed:
+                m.malformed.labels(source=source, reason="malformed").inc(malformed)
+            if late:
+                m.late_events.inc(late)
+        if late:
+            self._log.warning(
+                f"late:{source}",
+                "source %s: %d events older than the %gs window (counted as late, not rated)",
+                source,
+                late,
+                self.config.window,
+            )
+        if oversized or malformed:
+            self._log.warning(
+                f"bad:{source}",
+                "source %s: %d oversized keys, %d malformed lines",
+                source,
+                oversized,
+                malformed,
+            )
+
+    # -- ticks --------------------------------------------------------------------------
+    def due(self) -> float:
+        """Seconds until the next sub-window closes (<= 0: call :meth:`tick` now)."""
+        next_at = self._t0 + (self._ring.cur + 1 - _EPS) * self._tick
+        return next_at - self._clock.monotonic()
+
+    def _rule_of(self, rules: RuleSet) -> Callable[[bytes], Rule]:
+        def rule_of(ident: bytes) -> Rule:
+            return rules.match(decode_ident(ident)[1])
+
+        return rule_of
+
+    def tick(self) -> TickResult:
+        """Close the sub-windows due by now (catching up if late) and evaluate once."""
+        now = self._clock.monotonic()
+        wall = self._clock.time()
+        target = self._index_at(now)
+        if target <= self._ring.cur:
+            return TickResult(ts=wall)
+        started = time.perf_counter()
+        closed = self._ring.advance(target)
+        if self._wring is not None:
+            self._wring.advance(target)
+        rules = self._rules
+        candidates = self._ring.candidates()
+        candidates.update(self._hot.idents())
+        inv = 1.0 / self.config.window
+        rates = {
+            k: v * inv for k, v in self._ring.sums(candidates).items() if v > 0 or k in self._hot
+        }
+        tr = self._hot.evaluate(rates, self._rule_of(rules), now, wall)
+        self._last = rates
+        kinds = self._kinds([hk.ident for hk in self._hot])
+        for hk in self._hot:
+            hk.kind = kinds.get(hk.ident)
+        result = TickResult(
+            hot=[self._entry(hk) for hk in tr.new],
+            still_hot=[self._entry(hk) for hk in tr.still],
+            cool=[self._cool_entry(hk) for hk, _ in tr.cooled],
+            ts=wall,
+            closed=closed,
+        )
+        if tr.new or tr.cooled:
+            logger.debug(
+                "tick: %d new hot, %d cooled, %d hot", len(tr.new), len(tr.cooled), len(self._hot)
+            )
+        m = self._metrics
+        if m is not None:
+            m.ticks.inc()
+            m.tick_seconds.observe(time.perf_counter() - started)
+            m.hot_keys.set(len(self._hot))
+            if tr.new:
+                m.transitions.labels(kind="hot").inc(len(tr.new))
+            for reason in ("cool", "evict", "ignore"):
+                n = sum(1 for _, r in tr.cooled if r == reason)
+                if n:
+                    m.transitions.labels(kind=reason).inc(n)
+        return result
+
+    def _kinds(self, idents: list[bytes]) -> dict[bytes, str | None]:
+        """Read/write mix of ``idents`` over the window (empty when no source could tell)."""
+        wring = self._wring
+        if not idents or wring is None or not self._ring.any_rw():
+            return {}
+        writes = wring.sums(idents)
+        window = self.config.window
+        out: dict[bytes, str | None] = {}
+        for ident in idents:
+            total = self._last.get(ident, 0.0) * window
+            if total <= 0:
+                continue
+            share = min(1.0, writes.get(ident, 0.0) / total)
+            out[ident] = (
+                "write" if share >= WRITE_SHARE else "read" if share <= READ_SHARE else "mixed"
+            )
+        return out
+
+    def _entry(self, hk: HotKey) -> HotEntry:
+        db, key = decode_ident(hk.ident)
+        return HotEntry(
+            key=key,
+            rate=hk.rate,
+            rule=hk.rule.name,
+            ttl_ms=hk.rule.ttl_ms,
+            since=hk.since_wall,
+            db=db,
+            kind=hk.kind,
+        )
+
+    @staticmethod
+    def _cool_entry(hk: HotKey) -> CoolEntry:
+        db, key = decode_ident(hk.ident)
+        return CoolEntry(key=key, rule=hk.rule.name, db=db)
+
+    # -- queries ------------------------------------------------------------------------
+    def hot(self) -> list[HotEntry]:
+        """The current hot set with the rates of the last tick, highest rate first."""
+        return sorted((self._entry(hk) for hk in self._hot), key=lambda e: (-e.rate, e.db, e.key))
+
+    def top(self, n: int | None = None) -> list[RateEntry]:
+        """The ``n`` (default ``config.top_n``) highest rates at the last tick.
+
+        Keys matched by an ``ignore`` rule are listed too (``hot=False``), so an
+        operator can see traffic the rules chose to leave alone.
+        """
+        n = self.config.top_n if n is None else n
+        if n <= 0:
+            return []
+        best = heapq.nlargest(n, self._last.items(), key=lambda kv: (kv[1], kv[0]))
+        kinds = self._kinds([ident for ident, _ in best])
+        rule_of = self._rule_of(self._rules)
+        out: list[RateEntry] = []
+        for ident, rate in best:
+            db, key = decode_ident(ident)
+            hk = self._hot.get(ident)
+            out.append(
+                RateEntry(
+                    key=key,
+                    db=db,
+                    rate=rate,
+                    rule=(hk.rule if hk is not None else rule_of(ident)).name,
+                    hot=hk is not None,
+                    since=hk.since_wall if hk is not None else None,
+                    kind=kinds.get(ident),
+                )
+            )
+        return out

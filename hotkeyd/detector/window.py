@@ -1,0 +1,162 @@
+"""A ring of sub-window sketches: the sliding-window rate estimator.
+
+The window of ``N = window / tick`` sub-windows is held as ``N + 1`` sketches: the
+open one (index ``cur``) takes ingest, the ``N`` closed ones before it are what a
+rate sums over. Closing a sub-window is moving ``cur`` forward and clearing the
+sketch that held sub-window ``cur - N - 1``; old traffic thus drops out of the rate
+exactly ``N`` ticks after the tick that closed it, with no per-key work.
+
+Sub-windows are numbered by tick since the detector started (``index``); slot
+``index % (N + 1)`` holds it. Events with an event time may land in a closed
+sub-window still inside the window (see the detector's event-time policy); such a
+slot's caches are dropped so the next evaluation sees the new counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["SketchLike", "SubWindowRing"]
+
+
+@runtime_checkable
+class SketchLike(Protocol):
+    """What the detector uses of a sketch (``hotkeyd.sketch.HeavyKeeper`` fits)."""
+
+    def update_many(self, keys: Sequence[bytes], counts: Any = None) -> Any: ...
+
+    def update_lines(self, buf: Any, counted: bool = False) -> tuple[int, int, int]: ...
+
+    def topk(self, n: int | None = None) -> list[tuple[bytes, int]]: ...
+
+    def estimate(self, key: bytes) -> int: ...
+
+    def clear(self) -> None: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+class _Slot:
+    """One sub-window: its sketch and how many events (raw and scaled) went in."""
+
+    __slots__ = ("est", "index", "raw", "rw", "scaled", "sketch", "top")
+
+    def __init__(self, sketch: SketchLike, index: int) -> None:
+        self.sketch = sketch
+        self.index = index
+        self.raw = 0
+        self.scaled = 0.0
+        self.rw = False  # a batch that could tell reads from writes landed here
+        self.top: dict[bytes, int] | None = None  # cached topk(), None = stale
+        self.est: dict[bytes, int] = {}  # cached estimate() per key
+
+    def reset(self, index: int) -> None:
+        if self.raw or self.top:
+            self.sketch.clear()
+        self.index = index
+        self.raw = 0
+        self.scaled = 0.0
+        self.rw = False
+        self.top = None
+        self.est = {}
+
+    def touched(self, events: int, scale: float, rw: bool) -> None:
+        self.raw += events
+        self.scaled += events * scale
+        self.rw = self.rw or rw
+        self.top = None
+        if self.est:
+            self.est = {}
+
+    @property
+    def factor(self) -> float:
+        """Mean ``Batch.scale`` of the events in this sub-window, weighted by count."""
+        return self.scaled / self.raw if self.raw else 1.0
+
+
+class SubWindowRing:
+    """``subwindows + 1`` sketches in a ring.
+
+    Args:
+        subwindows: ``N``, closed sub-windows a rate sums over.
+        factory: makes one empty sketch (called ``N + 1`` times, once each).
+        cache_cap: bound of each slot's estimate cache (entries).
+        start: index of the open sub-window (a ring made later joins in step).
+    """
+
+    def __init__(
+        self, subwindows: int, factory: Callable[[], SketchLike], cache_cap: int, start: int = 0
+    ) -> None:
+        self.n = subwindows
+        self.cur = start
+        self._cache_cap = cache_cap
+        self._slots = [_Slot(factory(), 0) for _ in range(subwindows + 1)]
+        for index in range(start - subwindows, start + 1):
+            self._slots[index % (subwindows + 1)].index = index
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(s.sketch.nbytes) for s in self._slots)
+
+    def slot(self, index: int) -> _Slot:
+        """The slot holding sub-window ``index`` (must be within ``[cur - N, cur]``)."""
+        s = self._slots[index % (self.n + 1)]
+        if s.index != index:
+            raise IndexError(f"sub-window {index} is not in the ring (cur={self.cur})")
+        return s
+
+    def advance(self, to: int) -> int:
+        """Close sub-windows until ``to`` is the open one; return how many closed."""
+        if to <= self.cur:
+            return 0
+        closed = to - self.cur
+        first = max(self.cur + 1, to - self.n)  # older ones would be cleared again anyway
+        for index in range(first, to + 1):
+            self._slots[index % (self.n + 1)].reset(index)
+        self.cur = to
+        return closed
+
+    def closed_range(self) -> range:
+        """Indexes of the closed sub-windows inside the window (oldest first)."""
+        return range(self.cur - self.n, self.cur)
+
+    def any_rw(self) -> bool:
+        """Whether a read/write-aware batch landed in a closed sub-window of the window."""
+        return any(self._slots[i % (self.n + 1)].rw for i in self.closed_range() if i >= 0)
+
+    def _closed_slots(self) -> Iterable[_Slot]:
+        for i in self.closed_range():
+            if i >= 0:
+                s = self._slots[i % (self.n + 1)]
+                if s.raw:
+                    yield s
+
+    def candidates(self) -> set[bytes]:
+        """Union of the top-k of the closed sub-windows in the window."""
+        out: set[bytes] = set()
+        for s in self._closed_slots():
+            if s.top is None:
+                s.top = dict(s.sketch.topk())
+                for key, count in s.top.items():
+                    s.est.setdefault(key, count)
+            out.update(s.top)
+        return out
+
+    def sums(self, keys: Iterable[bytes]) -> dict[bytes, float]:
+        """Scaled access counts of ``keys`` over the closed sub-windows of the window."""
+        out = dict.fromkeys(keys, 0.0)
+        for s in self._closed_slots():
+            f = s.factor
+            cache = s.est
+            if len(cache) > self._cache_cap:
+                cache.clear()
+            estimate = s.sketch.estimate
+            for key in out:
+                c = cache.get(key)
+                if c is None:
+                    c = cache[key] = estimate(key)
+                if c:
+                    out[key] += c * f
+        return out
