@@ -188,6 +188,10 @@ class RuleSet:
     def __len__(self) -> int:
         return len(self.rules)
 
+    def __bool__(self) -> bool:
+        # A set without explicit rules still has its default rule: never "empty".
+        return True
+
     def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules)
 

@@ -435,12 +435,14 @@ class Detector:
         """The ``n`` (default ``config.top_n``) highest rates at the last tick.
 
         Keys matched by an ``ignore`` rule are listed too (``hot=False``), so an
-        operator can see traffic the rules chose to leave alone.
+        operator can see traffic the rules chose to leave alone. Keys whose rate is
+        now 0 (a hot key in its cool-down after its traffic stopped) are left out.
         """
         n = self.config.top_n if n is None else n
         if n <= 0:
             return []
-        best = heapq.nlargest(n, self._last.items(), key=lambda kv: (kv[1], kv[0]))
+        live = ((ident, rate) for ident, rate in self._last.items() if rate > 0.0)
+        best = heapq.nlargest(n, live, key=lambda kv: (kv[1], kv[0]))
         kinds = self._kinds([ident for ident, _ in best])
         rule_of = self._rule_of(self._rules)
         out: list[RateEntry] = []

@@ -150,7 +150,7 @@ def make_sim(clock: ManualClock, metrics: Metrics) -> Iterator[MakeSim]:
         config = DetectorConfig(**cfg)
         det = Detector(
             config,
-            rules or RuleSet.default(),
+            rules if rules is not None else RuleSet.default(),
             clock,
             metrics=metrics,
             sketch_factory=sketch_factory_for(kind, config),

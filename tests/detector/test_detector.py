@@ -1,0 +1,406 @@
+"""Detector behaviour: rates over the window, hot/cool with hysteresis, cap, re-announce."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from hotkeyd.clock import ManualClock
+from hotkeyd.detector import Detector, DetectorConfig
+from hotkeyd.errors import ConfigError
+from hotkeyd.metrics import Metrics
+from hotkeyd.rules import RuleSet, parse_rules
+from hotkeyd.sources.base import Batch
+
+from .conftest import ExactSketch, MakeSim
+
+RULES = parse_rules(
+    """
+[default]
+threshold = 100
+ttl = 1
+cooldown = 2
+
+[[rule]]
+name = "noise"
+prefix = "noise:"
+ignore = true
+
+[[rule]]
+name = "carts"
+prefix = "cart:"
+threshold = 50
+"""
+)
+
+
+def rate_of(sim: object, key: bytes, db: int = 0) -> float:
+    for e in sim.det.top(10_000):  # type: ignore[attr-defined]
+        if e.key == key and e.db == db:
+            return float(e.rate)
+    return 0.0
+
+
+def test_jump_from_background_detected_within_two_ticks(
+    make_sim: MakeSim, sketch_kind: str
+) -> None:
+    sim = make_sim(RULES, kind=sketch_kind)
+    background = {b"bg:%d" % i: 20.0 for i in range(500)}
+    background[b"item:1"] = 10.0  # 10x below threshold
+    sim.run(background, 2.0)
+    assert sim.hot_keys() == set()
+    jump = dict(background)
+    jump[b"item:1"] = 1000.0  # 10x threshold
+    found = [(e, sim.clock.time()) for _ in range(2) for e in sim.step(jump).hot]
+    assert [e.key for e, _ in found] == [b"item:1"]
+    entry, detected_at = found[0]
+    assert entry.rule == "default"
+    assert entry.ttl_ms == 1000
+    assert entry.since == detected_at  # the wall time of the tick that detected it
+    assert entry.rate >= 100.0
+
+
+def test_old_traffic_stops_counting_after_the_window(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    sim.run({b"k": 500.0}, 1.0)
+    assert rate_of(sim, b"k") == pytest.approx(500.0)
+    seen = []
+    for _ in range(10):
+        sim.step()
+        seen.append(rate_of(sim, b"k"))
+    # Each tick drops exactly one sub-window of 50 accesses (= 50/s).
+    assert seen == pytest.approx([450.0 - 50.0 * i for i in range(10)])
+    assert sim.det.top() == []
+
+
+def test_hovering_at_threshold_does_not_flap(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    transitions = []
+    rates = []
+    for phase in range(10):  # 1 s at 115/s, 1 s at 85/s, ...: the rate swings 85..115
+        for r in sim.run({b"k": 114.0 if phase % 2 == 0 else 86.0}, 1.0):
+            transitions += [("hot", e.key) for e in r.hot] + [("cool", e.key) for e in r.cool]
+            rates.append(rate_of(sim, b"k"))
+    assert max(rates) > 100 and min(r for r in rates[10:]) < 100  # it really crosses the threshold
+    assert transitions == [("hot", b"k")]
+
+
+def test_without_hysteresis_the_same_traffic_flaps(make_sim: MakeSim) -> None:
+    rules = parse_rules("[default]\nthreshold = 100\ncooldown = 0\n")
+    sim = make_sim(rules, hysteresis=1.0)
+    flips = 0
+    for phase in range(10):
+        for r in sim.run({b"k": 114.0 if phase % 2 == 0 else 86.0}, 1.0):
+            flips += len(r.hot) + len(r.cool)
+    assert flips > 4  # the control: hysteresis is what keeps the previous test calm
+
+
+def test_cools_only_after_staying_below_for_the_cooldown(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    sim.run({b"k": 200.0}, 1.0)
+    assert sim.hot_keys() == {b"k"}
+    # A dip below threshold*hysteresis (80) shorter than the cool-down changes nothing.
+    for r in sim.run({b"k": 20.0}, 1.5) + sim.run({b"k": 200.0}, 1.0):
+        assert r.cool == []
+    assert sim.hot_keys() == {b"k"}
+    below_since = None
+    cooled_at = None
+    for _ in range(60):
+        r = sim.step({b"k": 20.0})
+        now = sim.clock.monotonic()
+        if below_since is None and rate_of(sim, b"k") < 80.0:
+            below_since = now
+        if r.cool:
+            assert [c.key for c in r.cool] == [b"k"]
+            cooled_at = now
+            break
+        assert b"k" in sim.hot_keys()
+    assert below_since is not None and cooled_at is not None
+    assert cooled_at - below_since == pytest.approx(2.0)
+
+
+def test_cap_keeps_the_highest_rates(make_sim: MakeSim, metrics: Metrics) -> None:
+    sim = make_sim(RULES, max_hot=3)
+    traffic = {b"a": 500.0, b"b": 400.0, b"c": 300.0, b"d": 200.0, b"e": 150.0}
+    sim.run(traffic, 1.5)
+    assert sim.hot_keys() == {b"a", b"b", b"c"}
+    traffic[b"f"] = 1000.0
+    cooled = []
+    for r in sim.run(traffic, 1.5):
+        cooled += [c.key for c in r.cool]
+        assert len(sim.det.hot()) <= 3
+    assert sim.hot_keys() == {b"a", b"b", b"f"}
+    assert cooled == [b"c"]  # the lowest hot key is evicted, once
+    # A newcomer within the 1/hysteresis margin of the lowest hot key (400) does not evict it.
+    traffic[b"g"] = 450.0
+    for r in sim.run(traffic, 1.5):
+        assert r.cool == [] and r.hot == []
+    traffic[b"h"] = 600.0  # 600 * 0.8 > 400: evicts b
+    cooled = [c.key for r in sim.run(traffic, 1.5) for c in r.cool]
+    assert cooled == [b"b"]
+    assert sim.hot_keys() == {b"a", b"f", b"h"}
+    evictions = metrics.registry.get_sample_value(
+        "hotkeyd_detector_transitions_total", {"kind": "evict"}
+    )
+    assert evictions == 2
+
+
+def test_hot_keys_are_reannounced_before_ttl(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)  # ttl = 1 s
+    announced = []
+    for _ in range(60):
+        r = sim.step({b"k": 300.0})
+        if any(e.key == b"k" for e in r.hot + r.still_hot):
+            announced.append(sim.clock.monotonic())
+    gaps = [b - a for a, b in itertools.pairwise(announced)]
+    assert len(announced) >= 10
+    assert max(gaps) < 1.0  # a client's cached entry never expires while the key is hot
+    assert max(gaps) == pytest.approx(0.5)
+    assert all(e.rule == "default" for e in sim.det.hot())
+
+
+def test_ignore_rules_and_first_match(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    sim.run({b"noise:1": 5000.0, b"cart:1": 60.0, b"other": 60.0}, 1.5)
+    assert sim.hot_keys() == {b"cart:1"}  # carts threshold 50; default 100; noise ignored
+    top = {e.key: e for e in sim.det.top()}
+    assert top[b"noise:1"].rule == "noise" and not top[b"noise:1"].hot
+    assert top[b"cart:1"].rule == "carts" and top[b"cart:1"].hot and top[b"cart:1"].since
+    assert next(iter(top)) == b"noise:1"  # highest rate first
+    assert top[b"other"].rule == "default" and not top[b"other"].hot
+
+
+def test_binary_keys_from_lines_and_keys(make_sim: MakeSim, sketch_kind: str) -> None:
+    rules = parse_rules(
+        '[default]\nthreshold = 1000\n[[rule]]\nname = "bin"\nprefix = "00ff"\nencoding = "hex"\n'
+        "threshold = 50\n"
+    )
+    sim = make_sim(rules, kind=sketch_kind)
+    weird = b"\x00\xff key with 'quotes' \"and\" spaces\x01"
+    other = b"\xc3\x28 not utf-8"
+    for _ in range(12):
+        sim.det.ingest(Batch(lines=(weird + b"\n") * 10 + (other + b"\r\n") * 4, source="t"))
+        sim.det.ingest(Batch(keys=[other], counts=[2], source="t"))
+        sim.clock.advance(0.1)
+        sim.det.tick()
+    hot = {e.key: e for e in sim.det.hot()}
+    assert set(hot) == {weird}
+    assert hot[weird].rule == "bin"
+    assert hot[weird].rate == pytest.approx(100.0, rel=0.05)
+    assert rate_of(sim, other) == pytest.approx(60.0, rel=0.05)
+
+
+def test_counted_lines_and_malformed_are_counted(make_sim: MakeSim, metrics: Metrics) -> None:
+    sim = make_sim(RULES, max_key_len=16)
+    res = sim.det.ingest(
+        Batch(
+            lines=b"a\t5\nb\t7\nbad line\nc\tx\n" + b"z" * 17 + b"\t1\n", counted=True, source="s1"
+        )
+    )
+    assert (res.events, res.malformed, res.oversized, res.late) == (12, 2, 1, 0)
+    res = sim.det.ingest(Batch(keys=[b"k", b"y" * 17], counts=[3, 4], source="s1"))
+    assert (res.events, res.oversized) == (3, 1)
+
+    def sample(reason: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "hotkeyd_source_malformed_total", {"source": "s1", "reason": reason}
+        )
+
+    assert sample("malformed") == 2
+    assert sample("oversized") == 2
+    sim.step()
+    assert rate_of(sim, b"b") == pytest.approx(7.0)
+
+
+def test_keys_per_db_are_separate(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    for _ in range(11):
+        sim.feed({b"cart:1": 60.0}, db=3)
+        sim.feed({b"cart:1": 20.0}, db=0)
+        sim.det.ingest(Batch(lines=b"cart:2\n" * 7 + b"\n", db=5, source="t"))
+        sim.step()
+    hot = {(e.db, e.key) for e in sim.det.hot()}
+    assert hot == {(3, b"cart:1"), (5, b"cart:2")}
+    assert rate_of(sim, b"cart:1", db=0) == pytest.approx(20.0)
+    assert rate_of(sim, b"cart:1", db=3) == pytest.approx(60.0)
+    assert all(e.rule == "carts" for e in sim.det.hot())
+    assert {e.to_json().get("db") for e in sim.det.hot()} == {3, 5}
+
+
+def test_read_write_kind(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    for _ in range(11):
+        keys = [b"r", b"w", b"m"]
+        sim.det.ingest(
+            Batch(
+                keys=keys,
+                counts=[20, 20, 20],
+                writes=[b"w", b"m"],
+                write_counts=[20, 10],
+                source="mon",
+            )
+        )
+        sim.det.ingest(Batch(keys=[b"plain"], counts=[20], source="kafka"))
+        sim.step()
+    kinds = {e.key: e.kind for e in sim.det.hot()}
+    assert kinds == {b"r": "read", b"w": "write", b"m": "mixed", b"plain": "read"}
+    assert {e.key: e.kind for e in sim.det.top()} == kinds
+
+
+def test_kind_is_none_when_no_source_can_tell(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    sim.run({b"k": 200.0}, 1.5)
+    assert [e.kind for e in sim.det.hot()] == [None]
+    assert "kind" not in sim.det.hot()[0].to_json()
+
+
+def test_scale_multiplies_rates(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    for _ in range(10):
+        sim.feed({b"k": 30.0}, scale=4.0)
+        sim.step()
+    assert rate_of(sim, b"k") == pytest.approx(120.0)
+    assert sim.hot_keys() == {b"k"}
+
+
+def test_rules_reload(make_sim: MakeSim, metrics: Metrics) -> None:
+    sim = make_sim(RULES)
+    sim.run({b"cart:1": 80.0, b"x": 150.0}, 1.5)
+    assert sim.hot_keys() == {b"cart:1", b"x"}
+    renamed = parse_rules(
+        '[default]\nthreshold = 100\nttl = 1\n[[rule]]\nname = "baskets"\nprefix = "cart:"\n'
+        'threshold = 50\n[[rule]]\nname = "x"\nexact = "x"\nignore = true\n'
+    )
+    sim.det.set_rules(renamed)
+    r = sim.step({b"cart:1": 80.0, b"x": 150.0})
+    assert [(c.key, c.rule) for c in r.cool] == [(b"x", "default")]
+    assert [(e.key, e.rule) for e in r.still_hot] == [(b"cart:1", "baskets")]
+    assert (
+        metrics.registry.get_sample_value("hotkeyd_detector_transitions_total", {"kind": "ignore"})
+        == 1
+    )
+    # A stricter threshold: cart:1 (80/s) is now below 200*0.8 and cools after the cool-down.
+    sim.det.set_rules(parse_rules("[default]\nthreshold = 200\ncooldown = 1\n"))
+    results = sim.run({b"cart:1": 80.0}, 1.5)
+    cooled_at = [i for i, r in enumerate(results) if r.cool]
+    assert cooled_at == [10]  # below from the first tick, cooled once 1 s has passed
+
+
+def test_event_time_backlog_does_not_look_like_a_burst(make_sim: MakeSim, metrics: Metrics) -> None:
+    """Five seconds of 60/s read after consumer lag: spread by event time, not a burst."""
+    sim = make_sim(RULES)
+    sim.run(None, 5.0)  # the service ticks on while the source lags
+    now = sim.clock.time()
+    backlog = [
+        Batch(keys=[b"k"], counts=[6], ts=now - 5.0 + 0.1 * i + 0.05, source="k") for i in range(50)
+    ]
+    results = [sim.det.ingest(b) for b in backlog]
+    assert sum(r.late for r in results) == 6 * 40  # the 4 s older than the window
+    assert sum(r.events for r in results) == 6 * 10
+    assert metrics.registry.get_sample_value("hotkeyd_detector_late_events_total") == 240
+    for _ in range(15):
+        r = sim.step()
+        assert r.hot == []
+    # Real-time arrival of the same events would not trigger either...
+    sim2 = make_sim(RULES)
+    assert all(r.hot == [] for r in sim2.run({b"k": 60.0}, 5.0))
+    # ...but the same backlog stamped "now" does: the event time is what prevents it.
+    sim3 = make_sim(RULES)
+    sim3.run(None, 1.0)
+    for b in backlog:
+        b.ts = None
+        sim3.det.ingest(b)
+    assert [e.key for e in sim3.step().hot] == [b"k"]
+
+
+def test_event_time_backlog_within_window_is_rated_where_it_belongs(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    sim.run(None, 2.0)
+    now = sim.clock.time()
+    for i in range(10):  # 150/s spread over the last second: hot, as real time would be
+        res = sim.det.ingest(Batch(keys=[b"hot"], counts=[15], ts=now - 0.95 + 0.1 * i, source="k"))
+        assert res.late == 0
+    for i in range(5):  # 150/s but only during the oldest half: drops out in 5 ticks
+        sim.det.ingest(Batch(keys=[b"old"], counts=[15], ts=now - 0.95 + 0.1 * i, source="k"))
+    r = sim.step()
+    assert [e.key for e in r.hot] == [b"hot"]
+    assert rate_of(sim, b"hot") == pytest.approx(150.0)
+    assert rate_of(sim, b"old") == pytest.approx(75.0)
+    sim.run(None, 0.5)
+    assert rate_of(sim, b"old") == 0.0
+
+
+def test_future_timestamps_are_clamped_to_now(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    res = sim.det.ingest(Batch(keys=[b"k"], counts=[30], ts=sim.clock.time() + 3600, source="k"))
+    assert (res.events, res.late) == (30, 0)
+    sim.step()
+    assert rate_of(sim, b"k") == pytest.approx(30.0)
+
+
+def test_late_lines_are_counted(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    sim.run(None, 3.0)
+    old = sim.clock.time() - 2.5
+    res = sim.det.ingest(Batch(lines=b"a\nb\nc\n", ts=old, source="f"))
+    assert (res.events, res.late) == (0, 3)
+    res = sim.det.ingest(Batch(lines=b"a\t4\nb\t5\nbad\n", counted=True, ts=old, source="f"))
+    assert (res.events, res.late, res.malformed) == (0, 9, 1)
+    sim.step()
+    assert sim.det.top() == []
+
+
+def test_catch_up_after_a_late_tick_and_due(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    assert sim.det.due() == pytest.approx(0.1, abs=1e-6)
+    r = sim.det.tick()
+    assert r.closed == 0 and r.hot == [] and r.ts == sim.clock.time()
+    sim.feed({b"k": 5000.0})
+    sim.clock.advance(0.35)
+    assert sim.det.due() <= 0
+    r = sim.det.tick()
+    assert r.closed == 3
+    assert [e.key for e in r.hot] == [b"k"]
+    assert sim.det.due() == pytest.approx(0.05, abs=1e-6)
+    sim.clock.advance(5.0)
+    r = sim.det.tick()
+    assert r.closed == 50
+    assert sim.det.top() == []
+
+
+def test_metrics_are_updated(make_sim: MakeSim, metrics: Metrics) -> None:
+    sim = make_sim(RULES)
+    sim.run({b"k": 200.0}, 1.0)
+    sim.run(None, 4.0)
+    get = metrics.registry.get_sample_value
+    assert get("hotkeyd_detector_ticks_total") == 50
+    assert get("hotkeyd_detector_tick_duration_seconds_count") == 50
+    assert get("hotkeyd_detector_transitions_total", {"kind": "hot"}) == 1
+    assert get("hotkeyd_detector_transitions_total", {"kind": "cool"}) == 1
+    assert get("hotkeyd_detector_hot_keys") == 0
+
+
+def test_config_validation() -> None:
+    for bad in (
+        {"window": 1.0, "tick": 0.3},
+        {"tick": 0},
+        {"window": -1},
+        {"hysteresis": 0},
+        {"hysteresis": 1.5},
+        {"max_hot": 0},
+        {"k": 0},
+        {"memory": 100},
+        {"max_key_len": 0},
+        {"window": float("nan")},
+        {"sketch": ""},
+    ):
+        with pytest.raises(ConfigError):
+            DetectorConfig(**bad)  # type: ignore[arg-type]
+    assert DetectorConfig(window=2.0, tick=0.25).subwindows == 8
+
+
+def test_rejects_non_ruleset() -> None:
+    det = Detector(DetectorConfig(), RuleSet.default(), ManualClock(), sketch_factory=ExactSketch)
+    with pytest.raises(TypeError):
+        det.set_rules("rules.toml")  # type: ignore[arg-type]
