@@ -59,7 +59,7 @@ _LEGACY_MOVABLE: dict[bytes, list[Spec]] = {
     b"fcall": [_NUMKEYS_AT_2],
     b"fcall_ro": [_NUMKEYS_AT_2_RO],
     b"xread": [(BS_KEYWORD, 1, b"STREAMS", FK_RANGE, -1, 1, 2, False)],
-    b"xreadgroup": [(BS_KEYWORD, 4, b"STREAMS", FK_RANGE, -1, 1, 2, True)],
+    b"xreadgroup": [(BS_KEYWORD, 4, b"STREAMS", FK_RANGE, -1, 1, 2, False)],
     b"zunionstore": [(BS_INDEX, 1, None, FK_RANGE, 0, 1, 0, True), _NUMKEYS_AT_2_RO],
     b"zinterstore": [(BS_INDEX, 1, None, FK_RANGE, 0, 1, 0, True), _NUMKEYS_AT_2_RO],
     b"zdiffstore": [(BS_INDEX, 1, None, FK_RANGE, 0, 1, 0, True), _NUMKEYS_AT_2_RO],

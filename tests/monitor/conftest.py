@@ -1,0 +1,48 @@
+"""Fixtures of the MONITOR tap tests: the real server's command table, both parsers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from hotkeyd import _monitor_py
+from hotkeyd.keyspec import entries_from_command_reply
+from hotkeyd.redisconn import parse_redis_url
+from hotkeyd.sources.monitor_conn import RespConnection
+from hotkeyd.testing import RedisServer
+
+from .helpers import _monitor_c
+
+
+@pytest.fixture(scope="session")
+def command_reply(shared_redis: RedisServer) -> list[Any]:
+    """The real server's COMMAND INFO reply (decoded RESP2)."""
+    conn = RespConnection(parse_redis_url(shared_redis.url), 5.0)
+    try:
+        reply = conn.call("COMMAND", "INFO")
+    finally:
+        conn.close()
+    assert isinstance(reply, list) and len(reply) > 100
+    return reply
+
+
+def _impls() -> list[Any]:
+    out: list[Any] = [pytest.param(_monitor_py, id="python")]
+    if _monitor_c is not None:
+        out.insert(0, pytest.param(_monitor_c, id="c"))
+    return out
+
+
+@pytest.fixture(params=_impls())
+def impl(request: pytest.FixtureRequest) -> ModuleType:
+    """The C parser and its pure-Python twin, in turn."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def table(impl: ModuleType, command_reply: list[Any]) -> Iterator[Any]:
+    """The real server's command table, built for the implementation under test."""
+    yield impl.Table(entries_from_command_reply(command_reply))
