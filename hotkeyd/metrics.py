@@ -156,7 +156,7 @@ class Metrics:
         )
         self.publish_coalesced = Counter(
             "hotkeyd_publish_coalesced_total",
-            "Queued notifications folded into a full republish because the publish queue overflowed.",
+            "Queued notifications folded into one full republish (publish queue overflow).",
             ["publisher"],
             registry=r,
         )

@@ -177,7 +177,10 @@ def parse_redis_url(url: str) -> RedisSettings:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise _bad(url, str(exc)) from None
+        why = str(exc)
+        if "port" in why.lower():
+            why = f"port must be a number in 1-65535 ({why})"
+        raise _bad(url, why) from None
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "unix"):
         raise _bad(url, f"scheme must be redis://, rediss:// or unix://, got {scheme or 'none'!r}")
@@ -270,7 +273,7 @@ def client_from_url(url: str | RedisSettings, **overrides: Any) -> redis.Redis:
 def _target(where: str | RedisSettings | None) -> str:
     if isinstance(where, RedisSettings):
         return where.display or f"{where.host}:{where.port}"
-    return redact_url(where) if where else "Redis"
+    return redact_url(where) if where else ""
 
 
 def translate_redis_error(
@@ -283,21 +286,22 @@ def translate_redis_error(
     :class:`UnreachableError`. Use as ``raise translate_redis_error(e, url) from e``.
     """
     target = _target(where)
+    at = f" at {target}" if target else ""
     if isinstance(exc, HotkeydError):
         return exc
     if isinstance(exc, rexc.AuthenticationError):
-        return PublishError(f"Redis authentication failed at {target}: {exc} (check user/password)")
+        return PublishError(f"Redis authentication failed{at}: {exc} (check user/password)")
     if isinstance(exc, (rexc.AuthorizationError, rexc.NoPermissionError)):
-        return PublishError(f"Redis user lacks permission at {target}: {exc} (check the ACL)")
+        return PublishError(f"Redis user lacks permission{at}: {exc} (check the ACL)")
     if isinstance(exc, rexc.ResponseError) and str(exc).startswith(
         ("NOAUTH", "WRONGPASS", "NOPERM")
     ):
-        return PublishError(f"Redis refused credentials at {target}: {exc}")
+        return PublishError(f"Redis refused credentials{at}: {exc}")
     if isinstance(exc, (rexc.ConnectionError, rexc.TimeoutError, OSError)):
-        return UnreachableError(f"Redis unreachable at {target}: {exc}")
+        return UnreachableError(f"Redis unreachable{at}: {exc}")
     if isinstance(exc, rexc.BusyLoadingError):
-        return UnreachableError(f"Redis at {target} is loading its dataset: {exc}")
-    return PublishError(f"Redis error at {target}: {type(exc).__name__}: {exc}")
+        return UnreachableError(f"Redis{at} is loading its dataset: {exc}")
+    return PublishError(f"Redis error{at}: {type(exc).__name__}: {exc}")
 
 
 def check_redis(
