@@ -92,7 +92,7 @@ class ServerTracking:
         on_invalidate: Callable[[bytes | None], None],
         on_reset: Callable[[], None],
         prefixes: Iterable[str | bytes] = (),
-        poll_interval: float = 0.002,
+        poll_interval: float = 0.005,
         **redis_kwargs: Any,
     ) -> None:
         if mode not in ("optin", "bcast"):
@@ -155,12 +155,17 @@ class ServerTracking:
             try:
                 if self._conn is None:
                     self._connect()
+                conn = self._conn
                 if self.mode == "optin":
-                    pipe = self._client.pipeline(transaction=False)
-                    pipe.execute_command("CLIENT", "CACHING", "YES")
-                    pipe.execute_command(command, *args)
-                    return pipe.execute()[1]
-                return self._client.execute_command(command, *args)
+                    # Both commands in one write on *this* connection (a redis-py pipeline
+                    # would borrow another connection from the pool).
+                    conn.send_packed_command(
+                        conn.pack_commands([("CLIENT", "CACHING", "YES"), (command, *args)])
+                    )
+                    conn.read_response()
+                    return conn.read_response()
+                conn.send_command(command, *args)
+                return conn.read_response()
             except (redis.ConnectionError, redis.TimeoutError):
                 self._reconnect_locked()
                 raise
