@@ -1,0 +1,513 @@
+"""The Kafka source: a consumer-group member that turns records into Batches.
+
+Why a thread: kafka-python's calls can block far longer than a tick (bootstrapping a
+consumer against a broker that is down waits for seconds, a rebalance waits for the
+group), and the detector's tick loop must never stall. A consumer thread owns the
+``KafkaConsumer`` (which is not thread-safe) and everything that touches it: connecting
+with backoff, polling, decoding, committing, rebalance callbacks, lag. It hands decoded
+batches to ``next_batch`` through a small bounded queue, so a slow detector pushes back
+on fetching instead of growing memory.
+
+At-least-once: auto commit is off. ``next_batch`` remembers the offsets behind the
+batches it handed out; ``commit()`` (called by the service once they are in the sketch)
+marks them acknowledged and the consumer thread commits them on its next turn (within
+~100 ms), and at once when partitions are revoked. Batches still queued for a revoked
+partition are dropped: the partition's new owner reads them from the committed offset,
+so no record is counted by two daemons.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.formats import RecordDecoder, RecordLike
+from hotkeyd.kafkaconf import KafkaSettings
+from hotkeyd.metrics import Metrics
+from hotkeyd.sources.base import Batch
+
+__all__ = ["KafkaSource"]
+
+logger = logging.getLogger(__name__)
+
+_POLL_MS = 100
+_LAG_EVERY = 1.0
+_LOG_EVERY = 10.0
+_MAX_BACKOFF = 30.0
+
+
+class _RateLimitedLog:
+    """At most one log line per ``every`` seconds per topic; says how many were suppressed."""
+
+    def __init__(self, clock: Clock, every: float = _LOG_EVERY) -> None:
+        self._clock = clock
+        self._every = every
+        self._last: dict[str, float] = {}
+        self._suppressed: collections.Counter[str] = collections.Counter()
+
+    def __call__(self, level: int, topic: str, msg: str, *args: object) -> None:
+        now = self._clock.monotonic()
+        last = self._last.get(topic)
+        if last is not None and now - last < self._every:
+            self._suppressed[topic] += 1
+            return
+        self._last[topic] = now
+        n = self._suppressed.pop(topic, 0)
+        if n:
+            logger.log(level, msg + " (%d similar suppressed)", *args, n)
+        else:
+            logger.log(level, msg, *args)
+
+
+def _offset_and_metadata(offset: int) -> Any:
+    from kafka.structs import OffsetAndMetadata
+
+    if len(OffsetAndMetadata._fields) >= 3:
+        return OffsetAndMetadata(offset, "", -1)
+    return OffsetAndMetadata(offset, "")  # kafka-python 2.0.x
+
+
+class KafkaSource:
+    """Key accesses from Kafka topics, as a member of a consumer group.
+
+    Args:
+        settings: connection, group, format and security (see :mod:`hotkeyd.kafkaconf`).
+        metrics: where records, bad records, rebalances, lag and errors are counted.
+        clock: time source for lag updates and log rate limiting.
+        max_key_len: longest key accepted; longer ones are counted as ``oversized``.
+        consumer_factory: ``f(**kwargs) -> KafkaConsumer``; kafka-python's by default.
+        producer_factory: ``f(**kwargs) -> KafkaProducer`` for the dead-letter topic.
+        max_queue: decoded poll results (per partition) buffered ahead of the detector.
+    """
+
+    name = "kafka"
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        metrics: Metrics,
+        clock: Clock = SystemClock(),  # noqa: B008 - stateless
+        max_key_len: int = 1024,
+        consumer_factory: Callable[..., Any] | None = None,
+        producer_factory: Callable[..., Any] | None = None,
+        max_queue: int = 64,
+    ) -> None:
+        self.settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._consumer_factory = consumer_factory
+        self._producer_factory = producer_factory
+        self._decoder = RecordDecoder(
+            settings.format, max_key_len=max_key_len, source=self.name, scale=settings.scale
+        )
+        self._max_queue = max_queue
+        self._cond = threading.Condition()
+        self._queue: collections.deque[tuple[Any, list[Batch], int]] = collections.deque()
+        self._handed: dict[Any, int] = {}  # tp -> next offset, handed to the service
+        self._acked: dict[Any, int] = {}  # tp -> next offset, counted; to commit
+        self._assigned: frozenset[Any] = frozenset()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: Any = None
+        self._dlq: Any = None
+        self._dlq_retry_at = 0.0
+        self._fetched: dict[Any, int] = {}
+        self._lag_at = 0.0
+        self._log = _RateLimitedLog(clock)
+        self._connected = False
+        self._closed = False
+        self._down_since: float | bool | None = None  # False: watchdog disabled
+        self._down_logged = False
+
+    # -- Source protocol --------------------------------------------------------------
+    def start(self) -> None:
+        """Start the consumer thread; returns at once even if the broker is down."""
+        if self._thread is not None:
+            return
+        logger.info("starting %s", self.settings.describe())
+        self._thread = threading.Thread(target=self._run, name="hotkeyd-kafka", daemon=True)
+        self._thread.start()
+
+    def next_batch(self, max_wait: float) -> list[Batch]:
+        out: list[Batch] = []
+        with self._cond:
+            if not self._queue and max_wait > 0 and not self._closed:
+                self._cond.wait(max_wait)
+            while self._queue:
+                tp, batches, next_offset = self._queue.popleft()
+                out.extend(batches)
+                if next_offset > self._handed.get(tp, -1):
+                    self._handed[tp] = next_offset
+            self._cond.notify_all()  # room in the queue again
+        return out
+
+    def commit(self) -> None:
+        """Acknowledge everything handed out so far; the consumer thread commits it."""
+        with self._cond:
+            for tp, off in self._handed.items():
+                if off > self._acked.get(tp, -1):
+                    self._acked[tp] = off
+            self._handed.clear()
+
+    @property
+    def exhausted(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Commit what was acknowledged, leave the group, stop the thread. Idempotent."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=30)
+            if thread.is_alive():
+                logger.warning("kafka consumer thread did not stop within 30 s")
+
+    # -- introspection (tests, status pages) ----------------------------------------------
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        """Partitions this member owns now, as ``(topic, partition)`` pairs."""
+        return frozenset((tp.topic, tp.partition) for tp in self._assigned)
+
+    @property
+    def connected(self) -> bool:
+        """True once a consumer has been created and subscribed."""
+        return self._connected
+
+    # -- consumer thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff = 0.5
+        failures = 0
+        try:
+            while not self._stop.is_set():
+                if self._consumer is None:
+                    try:
+                        self._consumer = self._connect()
+                    except Exception as exc:
+                        self._metrics.source_errors.labels(source=self.name, kind="connect").inc()
+                        self._log(
+                            logging.WARNING,
+                            "connect",
+                            "kafka: cannot connect to %s (%s); retrying in %.1f s",
+                            ",".join(self.settings.bootstrap),
+                            exc,
+                            backoff,
+                        )
+                        self._stop.wait(backoff)
+                        backoff = min(backoff * 2, _MAX_BACKOFF)
+                        continue
+                    backoff, failures = 0.5, 0
+                    self._connected = True
+                    logger.info(
+                        "kafka: connected, subscribed to %s", ",".join(self.settings.topics)
+                    )
+                try:
+                    self._step()
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    self._metrics.source_errors.labels(source=self.name, kind="poll").inc()
+                    self._log(logging.WARNING, "poll", "kafka: poll failed (%s); retrying", exc)
+                    self._stop.wait(min(0.2 * failures, 5.0))
+                    if failures >= 10:
+                        logger.warning("kafka: %d poll failures in a row; reconnecting", failures)
+                        self._drop_consumer()
+                        failures = 0
+        finally:
+            self._drop_consumer()
+            if self._dlq is not None:
+                try:
+                    self._dlq.close(timeout=5)
+                except Exception as exc:
+                    logger.warning("kafka: closing the dead-letter producer failed: %s", exc)
+                self._dlq = None
+
+    def _connect(self) -> Any:
+        from kafka import KafkaConsumer
+
+        kwargs = self.settings.consumer_kwargs()
+        factory: Callable[..., Any] = self._consumer_factory or KafkaConsumer
+        known = getattr(KafkaConsumer, "DEFAULT_CONFIG", {})
+        if factory is KafkaConsumer and "bootstrap_timeout_ms" in known:
+            kwargs["bootstrap_timeout_ms"] = 5_000  # fail fast and retry with our own backoff
+        if factory is KafkaConsumer and "allow_auto_create_topics" in known:
+            kwargs["allow_auto_create_topics"] = False  # a reader must not create topics
+        consumer = factory(**kwargs)
+        try:
+            consumer.subscribe(list(self.settings.topics), listener=self._listener())
+        except Exception:
+            consumer.close()
+            raise
+        return consumer
+
+    def _drop_consumer(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        self._connected = False
+        if consumer is None:
+            return
+        try:
+            self._commit_acked(consumer)
+        except Exception as exc:
+            logger.warning("kafka: final commit failed: %s", exc)
+        try:
+            consumer.close()
+        except Exception as exc:
+            logger.warning("kafka: closing the consumer failed: %s", exc)
+        self._set_assigned(frozenset())
+
+    def _step(self) -> None:
+        consumer = self._consumer
+        self._commit_acked(consumer)
+        with self._cond:
+            if len(self._queue) >= self._max_queue:
+                # Backpressure: the detector is behind. Fetching resumes when it catches up;
+                # kafka-python heartbeats from its own IO thread meanwhile.
+                self._cond.wait(_POLL_MS / 1000)
+                full = len(self._queue) >= self._max_queue
+            else:
+                full = False
+        if not full:
+            polled = consumer.poll(timeout_ms=_POLL_MS)
+            if polled:
+                self._ingest(polled)
+        now = self._clock.monotonic()
+        if now - self._lag_at >= _LAG_EVERY:
+            self._lag_at = now
+            self._watch_connection(consumer, now)
+            self._update_lag(consumer)
+
+    def _watch_connection(self, consumer: Any, now: float) -> None:
+        """Log and count a lost broker connection once per outage.
+
+        kafka-python reconnects by itself (with ``reconnect_backoff_ms`` growing up to
+        ``reconnect_backoff_max_ms``) and its ``poll`` just returns nothing meanwhile, so
+        without this an outage would be silent in our logs and metrics. Reads kafka-python
+        client state that is not public API; if that changes, the check turns itself off.
+        """
+        if self._down_since is False:
+            return
+        try:
+            client = consumer._client
+            brokers = client.cluster.brokers()
+            up = any(
+                client.connected(getattr(b, "node_id", getattr(b, "nodeId", None))) for b in brokers
+            )
+        except Exception:
+            self._down_since = False  # unknown client internals: disable the watchdog
+            return
+        if not up and brokers:
+            if self._down_since is None:
+                self._down_since = now
+            elif now - self._down_since >= 2 * _LAG_EVERY and not self._down_logged:
+                self._down_logged = True
+                self._metrics.source_errors.labels(source=self.name, kind="disconnected").inc()
+                logger.warning(
+                    "kafka: no connection to any broker of %s; reconnecting with backoff",
+                    ",".join(self.settings.bootstrap),
+                )
+        elif up and self._down_since is not None:
+            if self._down_logged:
+                logger.info("kafka: reconnected after %.1f s", now - self._down_since)
+            self._down_since = None
+            self._down_logged = False
+
+    def _ingest(self, polled: dict[Any, list[Any]]) -> None:
+        items = []
+        nrec = 0
+        for tp, records in polled.items():
+            if not records:
+                continue
+            nrec += len(records)
+            batches, bad = self._decoder.decode(records)
+            if bad:
+                self._reject(tp, bad)
+            next_offset = records[-1].offset + 1
+            self._fetched[tp] = next_offset
+            items.append((tp, batches, next_offset))
+        self._metrics.records.labels(source=self.name).inc(nrec)
+        with self._cond:
+            self._queue.extend(items)
+            self._cond.notify_all()
+
+    def _commit_acked(self, consumer: Any) -> None:
+        with self._cond:
+            if not self._acked:
+                return
+            acked, self._acked = self._acked, {}
+        assigned = self._assigned
+        offsets = {tp: _offset_and_metadata(off) for tp, off in acked.items() if tp in assigned}
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets=offsets)
+        except Exception as exc:
+            self._metrics.source_errors.labels(source=self.name, kind="commit").inc()
+            self._log(
+                logging.WARNING, "commit", "kafka: offset commit failed (%s); will retry", exc
+            )
+            with self._cond:  # retry later, unless something newer was acknowledged meanwhile
+                for tp, off in acked.items():
+                    if off > self._acked.get(tp, -1):
+                        self._acked[tp] = off
+
+    def _update_lag(self, consumer: Any) -> None:
+        gauge = self._metrics.consumer_lag
+        for tp in list(self._assigned):
+            try:
+                hw = consumer.highwater(tp)
+                if hw is None:
+                    continue
+                pos = self._fetched.get(tp)
+                if pos is None:
+                    pos = consumer.position(tp)
+                if pos is None:
+                    continue
+            except Exception:  # revoked meanwhile, or no position yet
+                continue
+            if hw < pos:
+                self._rewind(consumer, tp, pos, hw)
+                continue
+            gauge.labels(topic=tp.topic, partition=str(tp.partition)).set(hw - pos)
+
+    def _rewind(self, consumer: Any, tp: Any, pos: int, hw: int) -> None:
+        """Our position is past the end of the log: the topic was recreated or truncated.
+
+        A broker that lost its data (or a topic deleted and created again) restarts offsets
+        at 0, while our position -- or the offset committed before the loss -- is far
+        beyond; the consumer would wait there for records that never come. Everything in
+        the new log is new to us, so read it from the start.
+        """
+        self._metrics.source_errors.labels(source=self.name, kind="offset_reset").inc()
+        logger.warning(
+            "kafka: position %d of %s[%d] is past the end of the log (%d): topic recreated or "
+            "truncated? reading it from the start",
+            pos,
+            tp.topic,
+            tp.partition,
+            hw,
+        )
+        self._fetched.pop(tp, None)
+        try:
+            consumer.seek_to_beginning(tp)
+        except Exception as exc:
+            logger.warning("kafka: rewinding %s[%d] failed: %s", tp.topic, tp.partition, exc)
+
+    # -- rebalance --------------------------------------------------------------------------
+    def _set_assigned(self, assigned: frozenset[Any]) -> None:
+        gone = self._assigned - assigned
+        self._assigned = assigned
+        for tp in gone:
+            self._fetched.pop(tp, None)
+            with contextlib.suppress(KeyError):
+                self._metrics.consumer_lag.remove(tp.topic, str(tp.partition))
+
+    def _listener(self) -> Any:
+        from kafka import ConsumerRebalanceListener
+
+        source = self
+
+        class _Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                source._on_revoked(set(revoked))
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                source._on_assigned(set(assigned))
+
+        return _Listener()
+
+    def _on_revoked(self, revoked: set[Any]) -> None:
+        if not revoked:
+            return
+        self._metrics.rebalances.labels(event="revoked").inc(len(revoked))
+        logger.info("kafka: partitions revoked: %s", _fmt_tps(revoked))
+        with self._cond:  # queued batches of revoked partitions belong to the next owner now
+            self._queue = collections.deque(item for item in self._queue if item[0] not in revoked)
+        if self._consumer is not None:
+            try:
+                self._commit_acked(self._consumer)
+            except Exception as exc:
+                logger.warning("kafka: commit on revocation failed: %s", exc)
+        self._set_assigned(self._assigned - revoked)
+
+    def _on_assigned(self, assigned: set[Any]) -> None:
+        self._metrics.rebalances.labels(event="assigned").inc(len(assigned))
+        logger.info("kafka: partitions assigned: %s", _fmt_tps(assigned) or "(none)")
+        self._set_assigned(frozenset(assigned))
+
+    # -- bad records --------------------------------------------------------------------------
+    def _reject(self, tp: Any, bad: list[tuple[str, RecordLike]]) -> None:
+        malformed = self._metrics.malformed
+        for reason, _rec in bad:
+            malformed.labels(source=self.name, reason=reason).inc()
+        reason, rec = bad[0]
+        self._log(
+            logging.WARNING,
+            "bad:" + reason,
+            "kafka: bad record (%s) at %s[%d]@%s: %r",
+            reason,
+            tp.topic,
+            tp.partition,
+            getattr(rec, "offset", "?"),
+            (rec.value or b"")[:80],
+        )
+        if self.settings.dlq_topic:
+            for reason, rec in bad:
+                self._forward(tp, reason, rec)
+
+    def _forward(self, tp: Any, reason: str, rec: RecordLike) -> None:
+        producer = self._dlq_producer()
+        if producer is None:
+            return
+        headers = [
+            ("hotkeyd-reason", reason.encode()),
+            ("hotkeyd-topic", tp.topic.encode()),
+            ("hotkeyd-partition", str(tp.partition).encode()),
+            ("hotkeyd-offset", str(getattr(rec, "offset", -1)).encode()),
+        ]
+        try:
+            fut = producer.send(
+                self.settings.dlq_topic, key=rec.key, value=rec.value, headers=headers
+            )
+        except Exception as exc:
+            self._metrics.source_errors.labels(source=self.name, kind="dlq").inc()
+            self._log(logging.WARNING, "dlq", "kafka: dead-letter send failed: %s", exc)
+            return
+        fut.add_callback(lambda _md: self._metrics.dead_letters.inc())
+        fut.add_errback(self._dlq_failed)
+
+    def _dlq_failed(self, exc: BaseException) -> None:
+        self._metrics.source_errors.labels(source=self.name, kind="dlq").inc()
+        self._log(logging.WARNING, "dlq", "kafka: dead-letter delivery failed: %s", exc)
+
+    def _dlq_producer(self) -> Any:
+        if self._dlq is not None:
+            return self._dlq
+        now = self._clock.monotonic()
+        if now < self._dlq_retry_at:
+            return None
+        from kafka import KafkaProducer
+
+        kwargs = self.settings.producer_kwargs()
+        kwargs.update(max_block_ms=2_000, linger_ms=50)
+        factory = self._producer_factory or KafkaProducer
+        try:
+            self._dlq = factory(**kwargs)
+        except Exception as exc:
+            self._dlq_retry_at = now + 5.0
+            self._metrics.source_errors.labels(source=self.name, kind="dlq").inc()
+            self._log(
+                logging.WARNING, "dlq", "kafka: cannot create the dead-letter producer: %s", exc
+            )
+            return None
+        return self._dlq
+
+
+def _fmt_tps(tps: set[Any]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(tps))
