@@ -75,6 +75,14 @@ def _default_factory(config: DetectorConfig, memory: int) -> Callable[[], Sketch
     return make
 
 
+def _write_factory(config: DetectorConfig, slots: int) -> Callable[[], SketchLike]:
+    """Sketches of the write ring: a quarter of the read budget, or as much if too small."""
+    try:
+        return _default_factory(config, config.memory // 4 // slots)
+    except ConfigError:
+        return _default_factory(config, config.memory // slots)
+
+
 class Detector:
     """Hot-key detector.
 
@@ -108,7 +116,7 @@ class Detector:
         self._cache_cap = 4 * (self._n * config.k + config.max_hot) + 1024
         if sketch_factory is None:
             self._factory = _default_factory(config, config.memory // slots)
-            self._wfactory: Callable[[], SketchLike] | None = None  # made on first writes
+            self._wfactory = _write_factory(config, slots)
         else:
             self._factory = self._wfactory = sketch_factory
         self._ring = SubWindowRing(self._n, self._factory, self._cache_cap)
@@ -127,6 +135,22 @@ class Detector:
     def nbytes(self) -> int:
         """Bytes held by all sub-window sketches (read ring, plus write ring if any)."""
         return self._ring.nbytes + (self._wring.nbytes if self._wring is not None else 0)
+
+    def stats(self) -> dict[str, int]:
+        """Sizes of the detector's per-key state; each is bounded whatever the cardinality.
+
+        ``hot`` <= max_hot; ``rated`` (keys rated at the last tick) <= window/tick * k +
+        max_hot; ``rule_cache`` <= the rule set's cache_size; ``estimate_cache`` (largest
+        per-sub-window cache) <= 4 * (window/tick * k + max_hot) + 1024.
+        """
+        return {
+            "hot": len(self._hot),
+            "rated": len(self._last),
+            "rule_cache": self._rules.cache_len,
+            "estimate_cache": max(
+                self._ring.cache_entries(), self._wring.cache_entries() if self._wring else 0
+            ),
+        }
 
     def set_rules(self, rules: RuleSet) -> None:
         """Put ``rules`` in force from the next tick on (atomic reference swap)."""
@@ -202,11 +226,7 @@ class Detector:
 
     def _ingest_writes(self, index: int, batch: Batch, scale: float, source: str) -> None:
         assert batch.writes is not None
-        if self._wring is None:
-            if self._wfactory is None:
-                self._wfactory = _default_factory(
-                    self.config, max(1024, self.config.memory // 4 // (self._n + 1))
-                )
+        if self._wring is None:  # allocated on the first batch that reports writes
             self._wring = SubWindowRing(
                 self._n, self._wfactory, self._cache_cap, start=self._ring.cur
             )

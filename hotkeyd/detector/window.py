@@ -118,6 +118,10 @@ class SubWindowRing:
         self.cur = to
         return closed
 
+    def cache_entries(self) -> int:
+        """Largest per-slot cache (estimates or top-k), for bounds checks and debugging."""
+        return max(max(len(s.est), len(s.top or ())) for s in self._slots)
+
     def closed_range(self) -> range:
         """Indexes of the closed sub-windows inside the window (oldest first)."""
         return range(self.cur - self.n, self.cur)

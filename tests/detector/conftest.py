@@ -145,8 +145,10 @@ MakeSim = Callable[..., Sim]
 
 
 @pytest.fixture
-def make_sim(clock: ManualClock, metrics: Metrics) -> Iterator[MakeSim]:
-    def make(rules: RuleSet | None = None, kind: str = "exact", **cfg: Any) -> Sim:
+def make_sim(clock: ManualClock, metrics: Metrics, sketch_kind: str) -> Iterator[MakeSim]:
+    """Builds detectors on the shared clock; every test runs once per sketch kind."""
+
+    def make(rules: RuleSet | None = None, kind: str = sketch_kind, **cfg: Any) -> Sim:
         config = DetectorConfig(**cfg)
         det = Detector(
             config,
