@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from hotkeyd.metrics import Metrics
+from hotkeyd.redisconn import client_from_url
 from hotkeyd.testing import RedisServer
 from hotkeyd.wire import Message
 
@@ -36,7 +37,7 @@ class Subscriber:
     """A real redis-py subscriber that parses what arrives."""
 
     def __init__(self, url: str, channel: str) -> None:
-        self.client = redis.Redis.from_url(url)
+        self.client = client_from_url(url)
         self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         self.pubsub.subscribe(channel)
         # wait for the subscribe confirmation so nothing published after this is missed

@@ -298,3 +298,51 @@ def test_unreachable_redis_is_counted_and_logged_not_raised(
     lines = [r for r in caplog.records if "publish failed" in r.getMessage()]
     failures = sample(metrics, "hotkeyd_publish_failures_total", publisher="redis")
     assert 1 <= len(lines) < failures  # rate-limited: fewer lines than failures
+
+
+def test_client_bootstrap_from_snapshot_then_stream_has_no_gap(
+    redis_server: RedisServer,
+    unique: str,
+    publishers: Callable[..., RedisPublisher],
+    subscribers: Callable[[str, str], Subscriber],
+) -> None:
+    """Subscribe first, read the snapshot, apply messages with seq > snapshot.seq."""
+    ns = Namespace(prefix=f"t{unique}")
+    pub = publishers(redis_server.url, ns, instance="b1")
+    pub.start()
+    for i in range(30):  # traffic before the client arrives
+        pub.publish(
+            [hot(f"pre-{i}".encode())], [], [CoolEntry(f"pre-{i - 3}".encode())] if i >= 3 else []
+        )
+    sub = subscribers(redis_server.url, ns.channel)
+    stop = threading.Event()
+
+    def traffic() -> None:  # traffic while it bootstraps
+        i = 0
+        while not stop.is_set() and i < 200:
+            pub.publish([hot(f"live-{i}".encode())], [], [CoolEntry(f"live-{i - 2}".encode())])
+            i += 1
+            time.sleep(0.002)
+
+    t = threading.Thread(target=traffic)
+    t.start()
+    r = redis.Redis.from_url(redis_server.url)
+    wait_until(lambda: r.exists(ns.snapshot("b1")), what="snapshot")
+    snap = Message.loads(r.get(ns.snapshot("b1")))  # type: ignore[arg-type]
+    t.join()
+    state = {e.key for e in snap.hot}
+    last = snap.seq
+    final_seq = pub.seq
+    while last < final_seq:
+        m = sub.get()
+        if m.seq <= snap.seq:
+            continue  # already in the snapshot
+        assert m.seq == last + 1, f"gap: {last} -> {m.seq}"
+        last = m.seq
+        if m.full:
+            state = set()
+        state |= {e.key for e in m.hot}
+        state -= {c.key for c in m.cool}
+    assert state == {e.key for e in pub._state.hot_set()}
+    assert state >= {b"live-198", b"live-199"}
+    r.close()
