@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any
+
 try:
     from hotkeyd import _monitor as _monitor_c
 except ImportError:  # pragma: no cover - CI builds the extension
     _monitor_c = None
 
-__all__ = ["_monitor_c", "monitor_line", "sdscatrepr"]
+__all__ = ["Tally", "_monitor_c", "monitor_line", "sdscatrepr"]
 
 
 def sdscatrepr(arg: bytes) -> bytes:
@@ -39,3 +43,34 @@ def monitor_line(
     return (
         b"+" + ts + b" [%d " % db + addr + b"] " + b" ".join(sdscatrepr(a) for a in args) + b"\r\n"
     )
+
+
+class Tally:
+    """Accumulates what a MONITOR source hands over: scaled counts per (db, key)."""
+
+    def __init__(self) -> None:
+        self.total: dict[tuple[int, bytes], float] = {}
+        self.writes: dict[tuple[int, bytes], float] = {}
+        self.servers: set[str] = set()
+        self.batches = 0
+
+    def add(self, batches: list[Any]) -> None:
+        for b in batches:
+            self.batches += 1
+            self.servers.add(b.meta.get("server", ""))
+            for k, c in zip(b.keys, b.counts or [1] * len(b.keys), strict=True):
+                self.total[(b.db, k)] = self.total.get((b.db, k), 0.0) + c * b.scale
+            for k, c in zip(b.writes or [], b.write_counts or [], strict=True):
+                self.writes[(b.db, k)] = self.writes.get((b.db, k), 0.0) + c * b.scale
+
+    def reads(self, db: int, key: bytes) -> float:
+        return self.total.get((db, key), 0.0) - self.writes.get((db, key), 0.0)
+
+    def pump(self, src: Any, until: Callable[[Tally], bool], timeout: float = 10.0) -> bool:
+        """Drain ``src`` until ``until(self)`` holds or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.add(src.next_batch(0.1))
+            if until(self):
+                return True
+        return until(self)
