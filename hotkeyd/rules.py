@@ -167,6 +167,10 @@ class RuleSet:
         if dup:
             raise RulesError(f"duplicate rule name(s): {sorted(dup)}")
         self.source = source
+        # No key below the lowest threshold of any non-ignore rule can turn hot, so the
+        # detector skips the rule lookup for those (most keys rated at a tick).
+        live = [r.threshold for r in (*self.rules, self.default_rule) if not r.ignore]
+        self.min_threshold: float = min(live) if live else float("inf")
         self._cache_size = cache_size
         self._cache: OrderedDict[bytes, Rule] = OrderedDict()
         # Exact rules that come before any non-exact rule can be looked up in a dict.

@@ -382,7 +382,7 @@ class Detector:
         rates = {
             k: v * inv for k, v in self._ring.sums(candidates).items() if v > 0 or k in self._hot
         }
-        tr = self._hot.evaluate(rates, self._rule_of(rules), now, wall)
+        tr = self._hot.evaluate(rates, self._rule_of(rules), now, wall, rules.min_threshold)
         self._last = rates
         kinds = self._kinds([hk.ident for hk in self._hot])
         for hk in self._hot:

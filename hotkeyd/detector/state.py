@@ -85,6 +85,7 @@ class HotSet:
         rule_of: Callable[[bytes], Rule],
         now: float,
         now_wall: float,
+        min_threshold: float = 0.0,
     ) -> Transitions:
         """Apply one tick's rates.
 
@@ -93,6 +94,8 @@ class HotSet:
             rule_of: the rule for an ident (the current rule set's cached lookup).
             now: monotonic time of the tick (cool-downs, re-announcement).
             now_wall: wall time of the tick (``since`` of new keys).
+            min_threshold: no rule has a lower threshold; keys below it are skipped
+                without a rule lookup.
         """
         h = self.hysteresis
         still: list[HotKey] = []
@@ -118,7 +121,7 @@ class HotSet:
 
         contenders: list[tuple[float, bytes, Rule]] = []
         for ident, rate in rates.items():
-            if ident in self._hot or rate <= 0.0:
+            if rate < min_threshold or rate <= 0.0 or ident in self._hot:
                 continue
             rule = rule_of(ident)
             if not rule.ignore and rate >= rule.threshold:

@@ -75,6 +75,7 @@ def test_first_match_wins_and_fields() -> None:
     assert rs.match(b"other").threshold == 200
     assert rs.match(b"other").ttl == 4
     assert rs.match(b"carts").name == "default"  # prefix is "cart:", not "cart"
+    assert rs.min_threshold == 7  # the lowest threshold of a non-ignore rule
 
 
 def test_precedence_is_file_order() -> None:
