@@ -89,6 +89,10 @@ class HotCache:
         if broadcast not in ("always", "known"):
             raise ValueError(f"broadcast must be 'always' or 'known', got {broadcast!r}")
         self.client = client
+        self._owns_client = False
+        # Hot entries carry the Redis db the daemon saw; a copy is only served to a
+        # client of the same db (key names often repeat across dbs).
+        self._db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
         self._owns_subscriber = subscriber is None
         if subscriber is None:
             subscriber = Subscriber(client, namespace=namespace, clock=clock)
@@ -128,6 +132,7 @@ class HotCache:
     def from_url(cls, url: str, **kwargs: Any) -> HotCache:
         """Create a client for ``url`` (AUTH/ACL/TLS via the URL), start, and bootstrap."""
         cache = cls(redis.Redis.from_url(url), **kwargs)
+        cache._owns_client = True
         return cache.start()
 
     # ---------------------------------------------------------------- lifecycle
@@ -147,6 +152,8 @@ class HotCache:
             self.subscriber.stop()
         if self._tracking is not None:
             self._tracking.close()
+        if self._owns_client:
+            self.client.close()
 
     def __enter__(self) -> HotCache:
         return self.start()
@@ -192,7 +199,7 @@ class HotCache:
         item = self._hot.get(k)
         now = self.clock.monotonic()
         if item is None or item.expires <= now:
-            return loader()
+            return loader()  # cold: no caching, no db check (the loader is not Redis)
         return self.local.load(("c", k), k, loader, self._ttl(item) if ttl is None else ttl)
 
     def mget(self, keys: Any, *args: Any) -> list[Any]:
@@ -208,7 +215,7 @@ class HotCache:
         flights: dict[int, Any] = {}
         for i, kb in enumerate(kbs):
             item = hot.get(kb)
-            if item is None or item.expires <= now:
+            if item is None or item.expires <= now or item.entry.db != self._db:
                 need.append(i)
                 continue
             ckey = ("g", kb)
@@ -239,7 +246,7 @@ class HotCache:
 
     def _hot_read(self, item: HotItem, ckey: Hashable, k: bytes, command: str, *args: Any) -> Any:
         now = self.clock.monotonic()
-        if item.expires <= now:  # TTL ran out, expiry sweep not done yet: it is cold
+        if item.expires <= now or item.entry.db != self._db:  # cold (or another db)
             return self.client.execute_command(command, *args)
         hit, value = self.local.get_fresh(ckey, now)
         if hit:
