@@ -7,7 +7,7 @@ and the reporter SDK agree on security settings and nobody re-parses URLs.
 URL shape::
 
     kafka://[user:password@]host:9092[,host2:9092]/topic1,topic2?group=hotkeyd&format=reporter
-    kafkas://...                 # TLS (security_protocol SSL, or SASL_SSL with a user)
+    kafkas://... or kafka+ssl://...   # TLS (SSL, or SASL_SSL with a user)
 
 Query parameters (all optional):
 
@@ -237,8 +237,8 @@ def parse_kafka_url(url: str, *, env: Mapping[str, str] | None = None) -> KafkaS
         parts = urlsplit(url.strip())
     except ValueError as exc:
         raise ConfigError(f"kafka: cannot parse URL: {exc}") from exc
-    if parts.scheme not in ("kafka", "kafkas"):
-        raise ConfigError(f"kafka: URL must start with kafka:// or kafkas://, got {url!r}")
+    if parts.scheme not in ("kafka", "kafkas", "kafka+ssl"):
+        raise ConfigError(f"kafka: URL must start with kafka:// or kafkas:// (TLS), got {url!r}")
     netloc = parts.netloc
     userinfo = ""
     if "@" in netloc:
@@ -309,7 +309,7 @@ def parse_kafka_url(url: str, *, env: Mapping[str, str] | None = None) -> KafkaS
     if "ssl_password" not in kw and env.get("HOTKEYD_KAFKA_SSL_PASSWORD"):
         kw["ssl_password"] = env["HOTKEYD_KAFKA_SSL_PASSWORD"]
 
-    tls = parts.scheme == "kafkas" or any(k.startswith("ssl_") for k in opts)
+    tls = parts.scheme in ("kafkas", "kafka+ssl") or any(k.startswith("ssl_") for k in opts)
     sasl = "sasl_username" in kw or "sasl_mechanism" in opts
     default_protocol = (
         ("SASL_SSL" if tls else "SASL_PLAINTEXT") if sasl else ("SSL" if tls else "PLAINTEXT")

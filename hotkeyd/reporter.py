@@ -1,0 +1,521 @@
+"""Reporter SDK: applications count their own key accesses and ship aggregates to Kafka.
+
+Why pre-aggregate: a hot key is, by definition, accessed very often, so sending one Kafka
+record per access would cost the app (and the broker) far more than the detection is
+worth. ``Reporter.record()`` is a dict increment under a lock (well under a microsecond);
+a background thread swaps the dict every ``flush_interval`` (100 ms) and sends one compact
+message per target partition: ``key<TAB>count`` lines (the daemon's C fast path), or a
+JSON batch object for keys that cannot travel as lines (see :mod:`hotkeyd.formats`).
+Point the daemon at the topic with ``format=reporter`` (the default).
+
+Partitioning: each key goes to partition ``murmur3_32(key, seed=0) mod partitions`` (set
+explicitly on each message), so all accesses of one key -- from every app instance --
+land on one partition and are counted by exactly one daemon of the consumer group.
+
+Bounded memory: at most ``max_keys`` distinct keys are buffered between flushes; accesses
+of further new keys are dropped and counted in ``dropped`` (the app is never blocked).
+While Kafka is unreachable, unsent counts are merged back into the buffer under the same
+bound.
+
+::
+
+    reporter = Reporter("kafka:9092", "hotkeyd-accesses")
+    reporter.record(b"user:42")          # or a str
+    ...
+    reporter.close()                     # flushes
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+import mmh3
+
+from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.errors import ClientError
+from hotkeyd.formats import encode_counts
+
+__all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
+
+logger = logging.getLogger(__name__)
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition a key is sent to: ``murmur3_32(key, seed 0, unsigned) % partitions``.
+
+    Stable across processes, hosts and languages (never Python's ``hash()``), so every
+    reporter sends a given key to the same partition.
+    """
+    return int(mmh3.hash(key, 0, signed=False)) % partitions
+
+
+def _as_bytes(key: Any) -> bytes | None:
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode("utf-8", "surrogatepass")
+    if isinstance(key, (bytearray, memoryview)):
+        return bytes(key)
+    return None
+
+
+class Reporter:
+    """Aggregates key accesses in memory and sends them to a Kafka topic.
+
+    Args:
+        bootstrap: Kafka bootstrap servers (``"host:9092"`` or a list).
+        topic: topic the daemons consume with ``format=reporter``.
+        flush_interval: seconds between flushes.
+        max_keys: distinct keys buffered between flushes; more are dropped and counted.
+        producer_kwargs: extra ``KafkaProducer`` keyword arguments (security settings,
+            e.g. ``KafkaSettings.security_kwargs()``).
+        clock: time source for flush scheduling.
+        producer: an already built producer (tests); ``bootstrap`` is then unused.
+        max_message_bytes: approximate upper bound of one message's value.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | list[str],
+        topic: str,
+        *,
+        flush_interval: float = 0.1,
+        max_keys: int = 100_000,
+        producer_kwargs: dict[str, Any] | None = None,
+        clock: Clock = SystemClock(),  # noqa: B008 - stateless
+        producer: Any = None,
+        max_message_bytes: int = 256 * 1024,
+    ) -> None:
+        if flush_interval <= 0:
+            raise ClientError(f"flush_interval must be > 0, not {flush_interval}")
+        if max_keys < 1:
+            raise ClientError(f"max_keys must be >= 1, not {max_keys}")
+        self.topic = topic
+        self.flush_interval = flush_interval
+        self.max_keys = max_keys
+        self.max_message_bytes = max_message_bytes
+        self._bootstrap = bootstrap
+        self._producer_kwargs = dict(producer_kwargs or {})
+        self._clock = clock
+        self._producer = producer
+        self._lock = threading.Lock()
+        self._buf: dict[Any, int] = {}
+        self._dropped = 0
+        self._flush_lock = threading.Lock()  # one flush at a time (thread vs explicit flush())
+        self._stats_lock = threading.Lock()
+        self.messages_sent = 0
+        self.bytes_sent = 0
+        self.accesses_sent = 0
+        self.send_errors = 0
+        self._stop = threading.Event()
+        self._closed = False
+        self._next_connect = 0.0
+        self._thread = threading.Thread(target=self._run, name="hotkeyd-reporter", daemon=True)
+        self._thread.start()
+
+    # -- hot path -----------------------------------------------------------------------
+    def record(self, key: bytes | str, n: int = 1) -> None:
+        """Count ``n`` accesses of ``key``. Never blocks on I/O; drops when the buffer is full."""
+        with self._lock:
+            buf = self._buf
+            c = buf.get(key)
+            if c is not None:
+                buf[key] = c + n
+            elif len(buf) < self.max_keys:
+                buf[key] = n
+            else:
+                self._dropped += n
+
+    # -- state ----------------------------------------------------------------------------
+    @property
+    def dropped(self) -> int:
+        """Accesses dropped because the buffer was full (or the key was not bytes/str)."""
+        return self._dropped
+
+    def stats(self) -> dict[str, int]:
+        """Counters for the app's own metrics: sent messages/bytes/accesses, drops, errors."""
+        with self._stats_lock:
+            return {
+                "messages_sent": self.messages_sent,
+                "bytes_sent": self.bytes_sent,
+                "accesses_sent": self.accesses_sent,
+                "send_errors": self.send_errors,
+                "dropped": self._dropped,
+                "buffered_keys": len(self._buf),
+            }
+
+    # -- flushing ---------------------------------------------------------------------------
+    def flush(self, timeout: float | None = None) -> bool:
+        """Send everything buffered now and wait for delivery; False if Kafka is unreachable."""
+        with self._flush_lock:
+            sent = self._flush_once()
+            producer = self._producer
+        if producer is not None:
+            try:
+                producer.flush(timeout=timeout)
+            except Exception as exc:
+                logger.warning("reporter: flushing to Kafka failed: %s", exc)
+                return False
+        return sent
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Flush what is buffered and stop. Idempotent; record() after close() is ignored."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._thread.join(timeout)
+        self.flush(timeout=timeout)
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.close(timeout=timeout)
+            except Exception as exc:
+                logger.warning("reporter: closing the producer failed: %s", exc)
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        clock = self._clock
+        next_at = clock.monotonic() + self.flush_interval
+        while not self._stop.wait(max(0.0, next_at - clock.monotonic())):
+            next_at += self.flush_interval
+            now = clock.monotonic()
+            if next_at < now:  # fell behind (slow broker): do not try to catch up in a burst
+                next_at = now + self.flush_interval
+            try:
+                with self._flush_lock:
+                    self._flush_once()
+            except Exception as exc:  # the thread must survive anything
+                logger.exception("reporter: flush failed: %s", exc)
+
+    def _ensure_producer(self) -> Any:
+        if self._producer is not None:
+            return self._producer
+        now = self._clock.monotonic()
+        if now < self._next_connect:
+            return None
+        from kafka import KafkaProducer
+
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": self._bootstrap,
+            "client_id": "hotkeyd-reporter",
+            "linger_ms": 5,
+            "max_block_ms": 2_000,
+            "acks": 1,
+            "reconnect_backoff_max_ms": 5_000,
+        }
+        if "bootstrap_timeout_ms" in getattr(KafkaProducer, "DEFAULT_CONFIG", {}):
+            kwargs["bootstrap_timeout_ms"] = 5_000
+        kwargs.update(self._producer_kwargs)
+        try:
+            self._producer = KafkaProducer(**kwargs)
+        except Exception as exc:
+            self._next_connect = now + 5.0
+            logger.warning(
+                "reporter: cannot connect to Kafka %s (%s); retrying in 5 s", self._bootstrap, exc
+            )
+            return None
+        return self._producer
+
+    def _swap(self) -> dict[Any, int]:
+        with self._lock:
+            buf, self._buf = self._buf, {}
+        return buf
+
+    def _merge_back(self, items: Iterable[tuple[bytes, int]]) -> None:
+        """Put unsent counts back (bounded by max_keys; the rest is dropped and counted)."""
+        with self._lock:
+            buf = self._buf
+            for k, n in items:
+                c = buf.get(k)
+                if c is not None:
+                    buf[k] = c + n
+                elif len(buf) < self.max_keys:
+                    buf[k] = n
+                else:
+                    self._dropped += n
+
+    def _flush_once(self) -> bool:
+        buf = self._swap()
+        if not buf:
+            return True
+        merged = self._normalize(buf)
+        producer = self._ensure_producer()
+        if producer is None:
+            self._merge_back(merged.items())
+            return False
+        try:
+            parts = producer.partitions_for(self.topic)
+        except Exception as exc:
+            parts = None
+            logger.warning("reporter: no metadata for topic %s: %s", self.topic, exc)
+        if not parts:
+            self._merge_back(merged.items())
+            return False
+        nparts = max(parts) + 1
+        by_part: dict[int, list[tuple[bytes, int]]] = {}
+        for k, n in merged.items():
+            by_part.setdefault(partition_for(k, nparts), []).append((k, n))
+        for p, items in by_part.items():
+            for value in encode_counts(items, max_bytes=self.max_message_bytes):
+                self._send(producer, p, value)
+        with self._stats_lock:
+            self.accesses_sent += sum(merged.values())
+        return True
+
+    def _normalize(self, buf: dict[Any, int]) -> dict[bytes, int]:
+        """Merge str and bytes spellings of a key; drop (and count) non-key types and bad counts."""
+        out: dict[bytes, int] = {}
+        bad = 0
+        for k, n in buf.items():
+            kb = k if type(k) is bytes else _as_bytes(k)
+            if kb is None or type(n) is not int or n < 1:
+                bad += n if type(n) is int and n > 0 else 1
+                continue
+            out[kb] = out.get(kb, 0) + n
+        if bad:
+            with self._lock:
+                self._dropped += bad
+            logger.warning(
+                "reporter: dropped %d accesses with a key that is not bytes/str or a bad count", bad
+            )
+        return out
+
+    def _send(self, producer: Any, partition: int, value: bytes) -> None:
+        try:
+            fut = producer.send(self.topic, value=value, partition=partition)
+        except Exception as exc:
+            with self._stats_lock:
+                self.send_errors += 1
+            logger.warning("reporter: send to %s[%d] failed: %s", self.topic, partition, exc)
+            return
+        size = len(value)
+        fut.add_callback(self._delivered(size))
+        fut.add_errback(self._failed)
+
+    def _delivered(self, size: int) -> Callable[[Any], None]:
+        def cb(_md: Any) -> None:
+            with self._stats_lock:
+                self.messages_sent += 1
+                self.bytes_sent += size
+
+        return cb
+
+    def _failed(self, exc: BaseException) -> None:
+        with self._stats_lock:
+            self.send_errors += 1
+        logger.warning("reporter: delivery to %s failed: %s", self.topic, exc)
+
+
+# --------------------------------------------------------------------------- redis-py helper
+_FIRST_KEY = frozenset(
+    [
+        "GET",
+        "SET",
+        "SETEX",
+        "PSETEX",
+        "SETNX",
+        "GETSET",
+        "GETDEL",
+        "GETEX",
+        "APPEND",
+        "STRLEN",
+        "INCR",
+        "DECR",
+        "INCRBY",
+        "DECRBY",
+        "INCRBYFLOAT",
+        "GETRANGE",
+        "SETRANGE",
+        "GETBIT",
+        "SETBIT",
+        "BITCOUNT",
+        "BITPOS",
+        "BITFIELD",
+        "BITFIELD_RO",
+        "EXPIRE",
+        "PEXPIRE",
+        "EXPIREAT",
+        "PEXPIREAT",
+        "EXPIRETIME",
+        "PEXPIRETIME",
+        "TTL",
+        "PTTL",
+        "PERSIST",
+        "TYPE",
+        "DUMP",
+        "RESTORE",
+        "HGET",
+        "HSET",
+        "HSETNX",
+        "HMGET",
+        "HMSET",
+        "HGETALL",
+        "HDEL",
+        "HEXISTS",
+        "HINCRBY",
+        "HINCRBYFLOAT",
+        "HKEYS",
+        "HVALS",
+        "HLEN",
+        "HSTRLEN",
+        "HSCAN",
+        "HRANDFIELD",
+        "LPUSH",
+        "RPUSH",
+        "LPUSHX",
+        "RPUSHX",
+        "LPOP",
+        "RPOP",
+        "LLEN",
+        "LRANGE",
+        "LINDEX",
+        "LSET",
+        "LREM",
+        "LTRIM",
+        "LINSERT",
+        "LPOS",
+        "SADD",
+        "SREM",
+        "SMEMBERS",
+        "SISMEMBER",
+        "SMISMEMBER",
+        "SCARD",
+        "SPOP",
+        "SRANDMEMBER",
+        "SSCAN",
+        "ZADD",
+        "ZREM",
+        "ZSCORE",
+        "ZMSCORE",
+        "ZINCRBY",
+        "ZCARD",
+        "ZCOUNT",
+        "ZRANGE",
+        "ZRANGEBYSCORE",
+        "ZREVRANGE",
+        "ZREVRANGEBYSCORE",
+        "ZRANK",
+        "ZREVRANK",
+        "ZREMRANGEBYRANK",
+        "ZREMRANGEBYSCORE",
+        "ZREMRANGEBYLEX",
+        "ZSCAN",
+        "ZRANGEBYLEX",
+        "ZREVRANGEBYLEX",
+        "ZLEXCOUNT",
+        "ZPOPMIN",
+        "ZPOPMAX",
+        "ZRANDMEMBER",
+        "PFADD",
+        "PFCOUNT",
+        "GEOADD",
+        "GEODIST",
+        "GEOHASH",
+        "GEOPOS",
+        "GEOSEARCH",
+        "GEORADIUS",
+        "GEORADIUSBYMEMBER",
+        "XADD",
+        "XLEN",
+        "XRANGE",
+        "XREVRANGE",
+        "XDEL",
+        "XTRIM",
+        "XACK",
+        "XCLAIM",
+        "XAUTOCLAIM",
+        "XPENDING",
+        "SORT",
+        "SORT_RO",
+        "MEMORY",
+        "USAGE",
+        "JSON.GET",
+        "JSON.SET",
+        "JSON.DEL",
+        "JSON.MGET",
+    ]
+)
+_ALL_KEYS = frozenset(("MGET", "DEL", "UNLINK", "EXISTS", "TOUCH"))
+_PAIRS = frozenset(("MSET", "MSETNX"))
+_SCRIPTS = frozenset(("EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"))
+
+
+def command_keys(args: tuple[Any, ...]) -> list[Any]:
+    """Keys a redis-py ``execute_command(*args)`` call touches, for common commands.
+
+    The first key for single-key commands, every key for MGET/DEL/EXISTS/MSET, and the
+    declared keys of EVAL/FCALL. Unknown or key-less commands (PING, PUBLISH, SCAN) give [].
+    """
+    if len(args) < 2:
+        return []
+    name = args[0]
+    if isinstance(name, bytes):
+        name = name.decode("latin-1")
+    name = str(name).upper()
+    if name in _FIRST_KEY:
+        return [args[1]]
+    if name in _ALL_KEYS:
+        return list(args[1:])
+    if name in _PAIRS:
+        return list(args[1::2])
+    if name in _SCRIPTS:
+        try:
+            numkeys = int(args[2])
+        except (IndexError, TypeError, ValueError):
+            return []
+        return list(args[3 : 3 + numkeys])
+    if name == "OBJECT" and len(args) > 2:
+        return [args[2]]
+    return []
+
+
+def _record_keys(reporter: Reporter, args: tuple[Any, ...]) -> None:
+    for k in command_keys(args):
+        if isinstance(k, (bytes, str)):
+            reporter.record(k)
+        elif isinstance(k, (int, float)):
+            reporter.record(repr(k))
+
+
+def instrument(client: Any, reporter: Reporter) -> Any:
+    """Make a redis-py client record the key of every command it sends; returns the client.
+
+    Wraps the instance's ``execute_command`` (every redis-py command method goes through it)
+    and the pipelines it creates. The cost is one ``record()`` per key on top of the
+    command; commands are sent unchanged.
+    """
+    inner = client.execute_command
+
+    def execute_command(*args: Any, **options: Any) -> Any:
+        _record_keys(reporter, args)
+        return inner(*args, **options)
+
+    client.execute_command = execute_command
+    make_pipeline = getattr(client, "pipeline", None)
+    if make_pipeline is not None:
+
+        def pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = make_pipeline(*args, **kwargs)
+            queue = pipe.execute_command
+
+            def pipe_execute_command(*cargs: Any, **options: Any) -> Any:
+                _record_keys(reporter, cargs)
+                return queue(*cargs, **options)
+
+            pipe.execute_command = pipe_execute_command
+            return pipe
+
+        client.pipeline = pipeline
+    return client
