@@ -45,12 +45,13 @@ class ExactSketch:
         self._add(key, count)
 
     def update_many(self, keys: Sequence[bytes], counts: Any = None) -> None:
-        for i, key in enumerate(keys):
-            if len(key) > self.max_key_len:
-                raise ValueError("key too long")
-            c = 1 if counts is None else int(counts[i])
-            if c < 0:
-                raise ValueError("negative count")
+        # Like the real sketch: validate the whole batch first, then apply it.
+        cs = [1] * len(keys) if counts is None else [int(c) for c in counts]
+        if len(cs) != len(keys) or any(c < 0 for c in cs):
+            raise ValueError("bad counts")
+        if any(len(key) > self.max_key_len for key in keys):
+            raise ValueError("key too long")
+        for key, c in zip(keys, cs, strict=True):
             self._add(key, c)
 
     def update_lines(self, buf: Any, counted: bool = False) -> tuple[int, int, int]:
