@@ -141,6 +141,7 @@ class HotSetState:
         self.top_limit = top_limit
         self.lock = threading.RLock()
         self._seq = 0
+        self._version = 0  # bumped on every change, so writers know when to refresh
         self._hot: dict[_Ident, HotEntry] = {}
         self._top: tuple[dict[str, Any], ...] = ()
 
@@ -149,6 +150,12 @@ class HotSetState:
         """Sequence number of the last message built (0 before the first)."""
         with self.lock:
             return self._seq
+
+    @property
+    def version(self) -> int:
+        """Changes whenever the hot set, top list or seq changes."""
+        with self.lock:
+            return self._version
 
     def __len__(self) -> int:
         with self.lock:
@@ -164,6 +171,7 @@ class HotSetState:
     ) -> None:
         """Fold one tick's changes into the hot set (no message, no seq)."""
         with self.lock:
+            self._version += 1
             if full:
                 self._hot.clear()
             for entry in hot:
@@ -178,6 +186,7 @@ class HotSetState:
         normalized = normalize_top(top, self.top_limit)
         fresh = {(e.key, e.db): e for e in hot_set}
         with self.lock:
+            self._version += 1
             self._hot = fresh
             self._top = normalized
 
@@ -192,6 +201,7 @@ class HotSetState:
         """Build the next message for these changes, taking the next seq."""
         with self.lock:
             self._seq += 1
+            self._version += 1
             return Message(
                 instance=self.instance,
                 seq=self._seq,
@@ -205,6 +215,7 @@ class HotSetState:
         """Build a ``full=true`` message with the whole hot set, taking the next seq."""
         with self.lock:
             self._seq += 1
+            self._version += 1
             return Message(
                 instance=self.instance,
                 seq=self._seq,

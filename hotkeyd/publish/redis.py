@@ -19,8 +19,8 @@ Failure handling, in one place:
 * Redis error -> counted in ``hotkeyd_publish_failures_total``, logged at a limited
   rate, retried after a capped, jittered exponential backoff; the first success after
   a failure is a ``full=true`` republish (``hotkeyd_publish_full_republish_total``);
-* a heartbeat (``PEXPIRE`` + ``ZADD``) keeps the snapshot alive; if the snapshot key is
-  gone (Redis restarted without persistence, or was flushed), the full state is
+* a heartbeat (``PEXPIRE``, or ``SET ... XX`` when the state changed, + ``ZADD``) keeps
+  the snapshot alive and its rates and top list fresh; if the snapshot key is gone (Redis restarted without persistence, or was flushed), the full state is
   republished even though the connection itself looked fine.
 
 The worker paces itself on the real monotonic clock (it waits on real sockets); the
@@ -134,6 +134,7 @@ class RedisPublisher:
         self._connected = False
         self._last_error: str | None = "not started"
         self._failures_in_row = 0
+        self._written_version = -1
         self._stopping = False
         self._deadline = 0.0
         self._thread: threading.Thread | None = None
@@ -257,10 +258,11 @@ class RedisPublisher:
                     self._need_full = self._pending_final = False
                 else:
                     batch = [self._queue.popleft() for _ in range(min(len(self._queue), _BATCH))]
+                version = self._state.version
                 snapshot = self._state.snapshot() if batch else None
             try:
                 if batch and snapshot is not None:
-                    self._send(batch, snapshot)
+                    self._send(batch, snapshot, version)
                     if full:
                         self._metrics.republishes.inc()
                 if time.monotonic() >= next_heartbeat and not self._stopping:
@@ -279,7 +281,7 @@ class RedisPublisher:
             self._client = self._factory()
         return self._client
 
-    def _send(self, batch: list[Message], snapshot: Message) -> None:
+    def _send(self, batch: list[Message], snapshot: Message, version: int) -> None:
         client = self._client_or_connect()
         pipe = client.pipeline(transaction=True)
         pipe.set(self._snapshot_key, snapshot.dumps(), px=int(self.expiry * 1000))
@@ -287,17 +289,29 @@ class RedisPublisher:
         for msg in batch:
             pipe.publish(self.namespace.channel, msg.dumps())
         pipe.execute()
+        self._written_version = version
         self._metrics.notifications.labels(_LABEL).inc(len(batch))
 
     def _heartbeat(self) -> None:
+        """Keep the snapshot alive; rewrite it when the state changed since last write.
+
+        ``SET ... XX`` / ``PEXPIRE`` both report a missing key: the snapshot vanished
+        under a healthy connection (Redis restarted without persistence, or was
+        flushed), so subscribers lost state too and everything is republished.
+        """
+        with self._cond:
+            version = self._state.version
+            snap = self._state.snapshot() if version != self._written_version else None
         client = self._client_or_connect()
+        px = int(self.expiry * 1000)
         pipe = client.pipeline(transaction=True)
-        pipe.pexpire(self._snapshot_key, int(self.expiry * 1000))
+        if snap is not None:
+            pipe.set(self._snapshot_key, snap.dumps(), px=px, xx=True)
+        else:
+            pipe.pexpire(self._snapshot_key, px)
         pipe.zadd(self.namespace.instances, {self.instance: self._clock.time()})
         alive, _ = pipe.execute()
         if not alive:
-            # The snapshot vanished under a healthy connection: Redis restarted without
-            # persistence, or was flushed. Subscribers lost state too; republish it all.
             logger.warning(
                 "hotkeyd: snapshot %s missing in Redis; republishing the full hot set",
                 self._snapshot_key,
@@ -305,6 +319,8 @@ class RedisPublisher:
             with self._cond:
                 self._need_full = True
                 self._queue.clear()
+        elif snap is not None:
+            self._written_version = version
 
     def _on_success(self) -> None:
         if self._failures_in_row:

@@ -118,6 +118,16 @@ def test_snapshot_written_with_expiry_index_and_seq(
     # the heartbeat keeps it alive well beyond one expiry period
     time.sleep(0.9)
     assert r.exists(ns.snapshot("snap-1"))
+    # state changes without any message reach the snapshot with the next heartbeat
+    seq_before = s.seq
+    pub.update_state([hot(b"a", 77.0)], [{"key": b"new-top", "rate": 5.0}])
+    wait_until(
+        lambda: (s := snap()) is not None and s.top[0]["key"] == "new-top", what="top refresh"
+    )
+    s = snap()
+    assert (
+        s is not None and s.seq == seq_before and [(e.key, e.rate) for e in s.hot] == [(b"a", 77.0)]
+    )
     # clean close removes the snapshot and the index entry
     pub.close(timeout=2.0)
     assert not r.exists(ns.snapshot("snap-1"))
