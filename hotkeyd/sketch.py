@@ -1,0 +1,110 @@
+"""Top-K sketches: HeavyKeeper and Count-Min (conservative update) with a top-k heap.
+
+The C core (``hotkeyd._native``) is chosen once, at import, when it is built;
+otherwise, or when ``HOTKEYD_PURE_PYTHON=1``, the pure-Python twin
+(``hotkeyd._sketch_py``) takes over. Both give identical results for the same seed,
+so the choice only changes speed. :data:`IMPLEMENTATION` says which one is active.
+
+Usage::
+
+    sk = HeavyKeeper(k=100, memory=65536, seed=0)
+    sk.update(b"user:42")
+    sk.update_lines(b"a\\nb\\na\\n")
+    sk.topk(10)  # [(b"a", 2), (b"b", 1)]
+
+Thread safety (both implementations): every sketch object carries its own lock,
+taken around every method, so sharing one sketch between threads never corrupts it
+or crashes the interpreter; ``update_lines`` releases the GIL while it parses and
+counts, so other sketches (and other Python code) keep running meanwhile.
+
+Design, error bounds and measured numbers: docs/sketch.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Protocol
+
+from hotkeyd.errors import SketchError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "IMPLEMENTATION",
+    "CountMinTopK",
+    "HeavyKeeper",
+    "SketchLike",
+    "murmur3_32",
+    "new_sketch",
+]
+
+
+class SketchLike(Protocol):
+    """What the detector needs from a sketch (both kinds, both implementations)."""
+
+    @property
+    def k(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def max_key_len(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __len__(self) -> int: ...
+    def update(self, key: bytes | str, count: int = 1) -> None: ...
+    def update_many(self, keys: Any, counts: Any = None) -> None: ...
+    def update_lines(self, buf: Any, counted: bool = False) -> tuple[int, int, int]: ...
+    def topk(self, n: int | None = None) -> list[tuple[bytes, int]]: ...
+    def estimate(self, key: bytes | str) -> int: ...
+    def decay(self, factor: float) -> None: ...
+    def clear(self) -> None: ...
+    def to_bytes(self) -> bytes: ...
+
+
+def _want_pure() -> bool:
+    return os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0")
+
+
+def _load() -> tuple[Any, str]:
+    """Pick the implementation once: the C core unless missing or disabled."""
+    if _want_pure():
+        from hotkeyd import _sketch_py
+
+        return _sketch_py, "python"
+    try:
+        from hotkeyd import _native
+    except ImportError as exc:  # no compiler where this was installed
+        logger.warning("hotkeyd._native unavailable (%s); using the pure-Python sketch", exc)
+        from hotkeyd import _sketch_py
+
+        return _sketch_py, "python"
+    return _native, "native"
+
+
+_impl, IMPLEMENTATION = _load()
+HeavyKeeper: Any = _impl.HeavyKeeper
+CountMinTopK: Any = _impl.CountMinTopK
+murmur3_32: Any = _impl.murmur3_32
+
+_KINDS = {"heavykeeper": "HeavyKeeper", "countmin": "CountMinTopK"}
+
+
+def new_sketch(kind: str, **kw: Any) -> SketchLike:
+    """Build a sketch by name: ``kind`` is ``"heavykeeper"`` or ``"countmin"``.
+
+    Keyword arguments go to the class (k, memory, width, depth, seed, max_key_len,
+    key_bytes). Lets configuration files name the algorithm as a string.
+    """
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a str, not {type(kind).__name__}")
+    name = _KINDS.get(kind.lower())
+    if name is None:
+        raise SketchError(f"unknown sketch kind {kind!r} (allowed: {', '.join(sorted(_KINDS))})")
+    cls = HeavyKeeper if name == "HeavyKeeper" else CountMinTopK
+    sketch: SketchLike = cls(**kw)
+    return sketch

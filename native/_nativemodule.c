@@ -1,0 +1,823 @@
+/* Thin CPython binding for the sketch core (the only file that includes Python.h).
+ *
+ * Each sketch object owns a PyThread lock taken around every operation, so
+ * concurrent use from threads is safe even though update_lines releases the GIL.
+ * Python code that may run (``__index__`` of counts, buffer exports) runs BEFORE
+ * the lock is taken, so a re-entrant call can never deadlock on it. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+
+#include "lines.h"
+#include "murmur3.h"
+#include "sketch.h"
+
+static PyObject *SketchError;
+static PyObject *SerializationError;
+
+typedef struct {
+    PyObject_HEAD sk_sketch *sk;
+    PyThread_type_lock lock;
+} SketchObject;
+
+static PyTypeObject HeavyKeeperType;
+static PyTypeObject CountMinType;
+
+static int kind_of(PyTypeObject *tp) {
+    return PyType_IsSubtype(tp, &HeavyKeeperType) ? SK_KIND_HEAVYKEEPER : SK_KIND_COUNTMIN;
+}
+
+/* Take the object's lock; wait with the GIL released when contended. */
+static void lock_take(SketchObject *self) {
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static void lock_give(SketchObject *self) { PyThread_release_lock(self->lock); }
+
+/* ------------------------------------------------------------ conversions */
+
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+    Py_buffer view;
+    int has_view;
+} keyref;
+
+static void key_release(keyref *k) {
+    if (k->has_view) {
+        PyBuffer_Release(&k->view);
+        k->has_view = 0;
+    }
+}
+
+static int key_get(PyObject *o, keyref *k) {
+    k->has_view = 0;
+    if (PyBytes_Check(o)) {
+        k->p = PyBytes_AS_STRING(o);
+        k->n = PyBytes_GET_SIZE(o);
+        return 0;
+    }
+    if (PyUnicode_Check(o)) {
+        k->p = PyUnicode_AsUTF8AndSize(o, &k->n);
+        return k->p ? 0 : -1;
+    }
+    if (PyObject_CheckBuffer(o)) {
+        if (PyObject_GetBuffer(o, &k->view, PyBUF_SIMPLE) != 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "key must be a contiguous bytes-like object, not %.100s",
+                         Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        k->has_view = 1;
+        k->p = (const char *)k->view.buf;
+        k->n = k->view.len;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "key must be bytes, str or a bytes-like object, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+static int key_check_len(SketchObject *self, keyref *k) {
+    if ((size_t)k->n > self->sk->max_key_len) {
+        PyErr_Format(SketchError, "key is %zd bytes, longer than max_key_len=%u (allowed: 0..%u)",
+                     k->n, self->sk->max_key_len, self->sk->max_key_len);
+        return -1;
+    }
+    return 0;
+}
+
+static int count_get(PyObject *o, uint32_t *out) {
+    PyObject *v;
+    long long x;
+    int overflow;
+    if (!PyIndex_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "count must be an int, not %.100s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    v = PyNumber_Index(o);
+    if (!v)
+        return -1;
+    x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        Py_DECREF(v);
+        return -1;
+    }
+    if (overflow || x < 0 || x > (long long)SK_COUNT_MAX) {
+        PyErr_Format(SketchError, "count must be in [0, %u], got %R", SK_COUNT_MAX, v);
+        Py_DECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    *out = (uint32_t)x;
+    return 0;
+}
+
+/* Optional int argument: None/absent -> SK_UNSET; out of int64 -> clamps that fail range checks. */
+static int int_arg(PyObject *o, const char *name, int allow_none, int64_t *out) {
+    long long x;
+    int overflow;
+    if (o == NULL || (o == Py_None && allow_none)) {
+        *out = SK_UNSET;
+        return 0;
+    }
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int%s, not %.100s", name,
+                     allow_none ? " or None" : "", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow)
+        *out = overflow > 0 ? INT64_MAX : INT64_MIN + 1;
+    else
+        *out = x == SK_UNSET ? INT64_MIN + 1 : x;
+    return 0;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static PyObject *Sketch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"k",    "memory",      "width",     "depth",
+                             "seed", "max_key_len", "key_bytes", NULL};
+    PyObject *ok = NULL, *omem = NULL, *ow = NULL, *od = NULL, *oseed = NULL, *oml = NULL,
+             *okb = NULL;
+    int64_t k, mem, w, d, seed, ml, kb;
+    sk_params p;
+    char err[512];
+    SketchObject *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOOO", kwlist, &ok, &omem, &ow, &od, &oseed,
+                                     &oml, &okb))
+        return NULL;
+    if (int_arg(ok, "k", 0, &k) || int_arg(omem, "memory", 1, &mem) ||
+        int_arg(ow, "width", 1, &w) || int_arg(od, "depth", 1, &d) ||
+        int_arg(oseed, "seed", 0, &seed) || int_arg(oml, "max_key_len", 0, &ml) ||
+        int_arg(okb, "key_bytes", 1, &kb))
+        return NULL;
+    if (!ok)
+        k = 100;
+    if (!oseed)
+        seed = 0;
+    if (!oml)
+        ml = 1024;
+    if (sk_plan(kind_of(type), k, mem, w, d, seed, ml, kb, &p, err, sizeof err) != 0) {
+        PyErr_SetString(SketchError, err);
+        return NULL;
+    }
+    self = (SketchObject *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->lock = PyThread_allocate_lock();
+    self->sk = sk_new(&p);
+    if (!self->lock || !self->sk) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void Sketch_dealloc(SketchObject *self) {
+    sk_free(self->sk);
+    if (self->lock)
+        PyThread_free_lock(self->lock);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* ------------------------------------------------------------ methods */
+
+static PyObject *Sketch_update(SketchObject *self, PyObject *const *args, Py_ssize_t nargsf,
+                               PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), i, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *okey = nargs > 0 ? args[0] : NULL, *ocount = nargs > 1 ? args[1] : NULL;
+    uint32_t count = 1;
+    keyref k;
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "update() takes at most 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    for (i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        PyObject **slot;
+        if (PyUnicode_CompareWithASCIIString(name, "key") == 0)
+            slot = &okey;
+        else if (PyUnicode_CompareWithASCIIString(name, "count") == 0)
+            slot = &ocount;
+        else {
+            PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument '%U'", name);
+            return NULL;
+        }
+        if (*slot) {
+            PyErr_Format(PyExc_TypeError, "update() got multiple values for argument '%U'", name);
+            return NULL;
+        }
+        *slot = args[nargs + i];
+    }
+    if (!okey) {
+        PyErr_SetString(PyExc_TypeError, "update() missing required argument 'key'");
+        return NULL;
+    }
+    if (ocount && count_get(ocount, &count))
+        return NULL;
+    if (key_get(okey, &k))
+        return NULL;
+    if (key_check_len(self, &k)) {
+        key_release(&k);
+        return NULL;
+    }
+    lock_take(self);
+    sk_update(self->sk, k.p, (size_t)k.n, count);
+    lock_give(self);
+    key_release(&k);
+    Py_RETURN_NONE;
+}
+
+/* counts given as a buffer of native integers (numpy arrays, array.array). */
+static int counts_from_buffer(PyObject *o, Py_ssize_t n, uint32_t *out) {
+    Py_buffer v;
+    const char *fmt;
+    char code;
+    Py_ssize_t i;
+    int ok = 1;
+    if (PyObject_GetBuffer(o, &v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0)
+        return -1;
+    fmt = v.format ? v.format : "B";
+    if (*fmt == '@' || *fmt == '=' || *fmt == '<')
+        fmt++;
+    code = fmt[0];
+    if (fmt[0] == 0 || fmt[1] != 0 || !strchr("bBhHiIlLqQnN", code) || v.ndim > 1) {
+        PyErr_Format(PyExc_TypeError, "counts must hold integers, not buffer format '%s'",
+                     v.format ? v.format : "B");
+        PyBuffer_Release(&v);
+        return -1;
+    }
+    if (v.len / v.itemsize != n) {
+        PyErr_Format(SketchError, "counts has %zd items but keys has %zd (lengths must match)",
+                     (Py_ssize_t)(v.len / v.itemsize), n);
+        PyBuffer_Release(&v);
+        return -1;
+    }
+    for (i = 0; i < n && ok; i++) {
+        const char *p = (const char *)v.buf + i * v.itemsize;
+        long long s = 0;
+        unsigned long long u = 0;
+        int is_signed = code >= 'a';
+        switch (v.itemsize) {
+        case 1:
+            if (is_signed) s = *(const signed char *)p; else u = *(const unsigned char *)p;
+            break;
+        case 2:
+            if (is_signed) { int16_t t; memcpy(&t, p, 2); s = t; } else { uint16_t t; memcpy(&t, p, 2); u = t; }
+            break;
+        case 4:
+            if (is_signed) { int32_t t; memcpy(&t, p, 4); s = t; } else { uint32_t t; memcpy(&t, p, 4); u = t; }
+            break;
+        case 8:
+            if (is_signed) { int64_t t; memcpy(&t, p, 8); s = t; } else { uint64_t t; memcpy(&t, p, 8); u = t; }
+            break;
+        default:
+            ok = 0;
+            PyErr_SetString(PyExc_TypeError, "counts has an unsupported integer size");
+            continue;
+        }
+        if (is_signed) {
+            if (s < 0 || s > (long long)SK_COUNT_MAX) {
+                PyErr_Format(SketchError, "count must be in [0, %u], got %lld (at index %zd)",
+                             SK_COUNT_MAX, s, i);
+                ok = 0;
+            } else {
+                out[i] = (uint32_t)s;
+            }
+        } else if (u > SK_COUNT_MAX) {
+            PyErr_Format(SketchError, "count must be in [0, %u], got %llu (at index %zd)",
+                         SK_COUNT_MAX, u, i);
+            ok = 0;
+        } else {
+            out[i] = (uint32_t)u;
+        }
+    }
+    PyBuffer_Release(&v);
+    return ok ? 0 : -1;
+}
+
+static int counts_get(PyObject *o, Py_ssize_t n, uint32_t *out) {
+    PyObject *seq;
+    Py_ssize_t i;
+    if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o))
+        return counts_from_buffer(o, n, out);
+    if (PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "counts must be a sequence of ints, not str");
+        return -1;
+    }
+    seq = PySequence_Fast(o, "counts must be a sequence of ints or an integer array");
+    if (!seq)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != n) {
+        PyErr_Format(SketchError, "counts has %zd items but keys has %zd (lengths must match)",
+                     PySequence_Fast_GET_SIZE(seq), n);
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (count_get(PySequence_Fast_GET_ITEM(seq, i), &out[i])) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"keys", "counts", NULL};
+    PyObject *okeys, *ocounts = Py_None, *seq = NULL, *hold = NULL, *result = NULL;
+    Py_ssize_t n, i, nviews = 0;
+    const char **ptrs = NULL;
+    Py_ssize_t *lens = NULL;
+    uint32_t *counts = NULL;
+    keyref *views = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:update_many", kwlist, &okeys, &ocounts))
+        return NULL;
+    if (PyBytes_Check(okeys) || PyUnicode_Check(okeys) || PyByteArray_Check(okeys) ||
+        PyMemoryView_Check(okeys)) {
+        PyErr_Format(PyExc_TypeError, "keys must be a sequence of keys, not a single %.100s",
+                     Py_TYPE(okeys)->tp_name);
+        return NULL;
+    }
+    seq = PySequence_Fast(okeys, "keys must be a sequence (list or tuple) of bytes or str");
+    if (!seq)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    ptrs = (const char **)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(char *));
+    lens = (Py_ssize_t *)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    if (!ptrs || !lens) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (ocounts != Py_None) {
+        counts = (uint32_t *)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+        if (!counts) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (counts_get(ocounts, n, counts))
+            goto done;
+    }
+    {
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        const size_t maxlen = self->sk->max_key_len;
+        for (i = 0; i < n; i++) {
+            PyObject *o = items[i];
+            if (PyBytes_Check(o)) {
+                ptrs[i] = PyBytes_AS_STRING(o);
+                lens[i] = PyBytes_GET_SIZE(o);
+            } else if (PyUnicode_Check(o)) {
+                ptrs[i] = PyUnicode_AsUTF8AndSize(o, &lens[i]);
+                if (!ptrs[i])
+                    goto done;
+            } else {
+                if (!views) {
+                    views = (keyref *)PyMem_Calloc((size_t)n, sizeof(keyref));
+                    if (!views) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                }
+                if (key_get(o, &views[nviews]))
+                    goto done;
+                ptrs[i] = views[nviews].p;
+                lens[i] = views[nviews].n;
+                nviews++;
+            }
+            if ((size_t)lens[i] > maxlen) {
+                PyErr_Format(SketchError,
+                             "key at index %zd is %zd bytes, longer than max_key_len=%u "
+                             "(allowed: 0..%u)",
+                             i, lens[i], self->sk->max_key_len, self->sk->max_key_len);
+                goto done;
+            }
+        }
+    }
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        /* Waiting releases the GIL: keep the key objects alive against list mutation. */
+        hold = PySequence_Tuple(seq);
+        if (!hold)
+            goto done;
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (counts) {
+        for (i = 0; i < n; i++)
+            sk_update(self->sk, ptrs[i], (size_t)lens[i], counts[i]);
+    } else {
+        for (i = 0; i < n; i++)
+            sk_update(self->sk, ptrs[i], (size_t)lens[i], 1);
+    }
+    lock_give(self);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (i = 0; i < nviews; i++)
+        key_release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(ptrs);
+    PyMem_Free(lens);
+    PyMem_Free(counts);
+    Py_XDECREF(hold);
+    Py_XDECREF(seq);
+    return result;
+}
+
+static PyObject *Sketch_update_lines(SketchObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"buf", "counted", NULL};
+    PyObject *obuf;
+    int counted = 0;
+    Py_buffer v;
+    sk_lines_result r = {0, 0, 0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:update_lines", kwlist, &obuf, &counted))
+        return NULL;
+    if (PyUnicode_Check(obuf) || !PyObject_CheckBuffer(obuf)) {
+        PyErr_Format(PyExc_TypeError, "buf must be a bytes-like object, not %.100s",
+                     Py_TYPE(obuf)->tp_name);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(obuf, &v, PyBUF_SIMPLE) != 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "buf must be a contiguous bytes-like object, not %.100s",
+                     Py_TYPE(obuf)->tp_name);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    sk_feed_lines(self->sk, (const unsigned char *)v.buf, (size_t)v.len, counted, &r);
+    PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    return Py_BuildValue("(KKK)", (unsigned long long)r.events, (unsigned long long)r.oversized,
+                         (unsigned long long)r.malformed);
+}
+
+static PyObject *Sketch_topk(SketchObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"n", NULL};
+    PyObject *on = Py_None, *list = NULL;
+    int64_t want;
+    uint32_t *order = NULL, *counts = NULL, *lens = NULL, m, i;
+    unsigned char *keys = NULL;
+    size_t total = 0, off = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:topk", kwlist, &on))
+        return NULL;
+    if (int_arg(on, "n", 1, &want))
+        return NULL;
+    if (want != SK_UNSET && want < 0) {
+        PyErr_Format(SketchError, "n must be >= 0 or None, got %R", on);
+        return NULL;
+    }
+    lock_take(self);
+    m = self->sk->size;
+    if (want != SK_UNSET && (uint64_t)want < m)
+        m = (uint32_t)want;
+    order = (uint32_t *)malloc(((size_t)self->sk->size + 1) * sizeof(uint32_t));
+    counts = (uint32_t *)malloc(((size_t)m + 1) * sizeof(uint32_t));
+    lens = (uint32_t *)malloc(((size_t)m + 1) * sizeof(uint32_t));
+    if (order && counts && lens) {
+        sk_topk_order(self->sk, order);
+        for (i = 0; i < m; i++)
+            total += self->sk->heap[order[i]].len;
+        keys = (unsigned char *)malloc(total ? total : 1);
+        if (keys) {
+            for (i = 0; i < m; i++) {
+                const sk_entry *e = &self->sk->heap[order[i]];
+                memcpy(keys + off, self->sk->arena + e->off, e->len);
+                counts[i] = e->count;
+                lens[i] = e->len;
+                off += e->len;
+            }
+        }
+    }
+    lock_give(self);
+    if (!order || !counts || !lens || !keys) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    list = PyList_New(m);
+    if (!list)
+        goto done;
+    off = 0;
+    for (i = 0; i < m; i++) {
+        PyObject *t = Py_BuildValue("(y#k)", (const char *)keys + off, (Py_ssize_t)lens[i],
+                                    (unsigned long)counts[i]);
+        if (!t) {
+            Py_CLEAR(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, i, t);
+        off += lens[i];
+    }
+done:
+    free(order);
+    free(counts);
+    free(lens);
+    free(keys);
+    return list;
+}
+
+static PyObject *Sketch_estimate(SketchObject *self, PyObject *okey) {
+    keyref k;
+    uint32_t est;
+    if (key_get(okey, &k))
+        return NULL;
+    if (key_check_len(self, &k)) {
+        key_release(&k);
+        return NULL;
+    }
+    lock_take(self);
+    est = sk_estimate(self->sk, k.p, (size_t)k.n);
+    lock_give(self);
+    key_release(&k);
+    return PyLong_FromUnsignedLong(est);
+}
+
+static PyObject *Sketch_decay(SketchObject *self, PyObject *of) {
+    double f;
+    uint64_t fp;
+    if (PyBool_Check(of) || !(PyFloat_Check(of) || PyLong_Check(of))) {
+        PyErr_Format(PyExc_TypeError, "factor must be a float, not %.100s", Py_TYPE(of)->tp_name);
+        return NULL;
+    }
+    f = PyFloat_Check(of) ? PyFloat_AS_DOUBLE(of) : PyLong_AsDouble(of);
+    if (f == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        f = 2.0; /* huge int: out of range */
+    }
+    if (!(f > 0.0 && f <= 1.0)) {
+        PyErr_Format(SketchError, "decay factor must be in (0, 1], got %R", of);
+        return NULL;
+    }
+    fp = (uint64_t)(f * 4294967296.0);
+    lock_take(self);
+    sk_decay(self->sk, fp);
+    lock_give(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sketch_clear(SketchObject *self, PyObject *unused) {
+    lock_take(self);
+    sk_clear(self->sk);
+    lock_give(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sketch_merge(SketchObject *self, PyObject *oother) {
+    SketchObject *other = (SketchObject *)oother;
+    char err[512];
+    int rc;
+    if (!PyObject_TypeCheck(oother, &CountMinType)) {
+        PyErr_Format(PyExc_TypeError, "merge() needs a native CountMinTopK, not %.100s",
+                     Py_TYPE(oother)->tp_name);
+        return NULL;
+    }
+    if (other == self) {
+        sk_sketch *copy;
+        size_t n;
+        unsigned char *buf;
+        int oom = 0;
+        lock_take(self);
+        n = sk_serialized_size(self->sk);
+        buf = (unsigned char *)malloc(n);
+        copy = NULL;
+        if (buf) {
+            sk_serialize(self->sk, buf);
+            copy = sk_deserialize(buf, n, SK_KIND_COUNTMIN, err, sizeof err, &oom);
+        }
+        rc = copy ? sk_merge(self->sk, copy, err, sizeof err) : -2;
+        lock_give(self);
+        free(buf);
+        sk_free(copy);
+    } else {
+        /* Lock in address order so two threads merging a<-b and b<-a cannot deadlock. */
+        SketchObject *first = self < other ? self : other, *second = self < other ? other : self;
+        lock_take(first);
+        lock_take(second);
+        rc = sk_merge(self->sk, other->sk, err, sizeof err);
+        lock_give(second);
+        lock_give(first);
+    }
+    if (rc == -1) {
+        PyErr_SetString(SketchError, err);
+        return NULL;
+    }
+    if (rc != 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sketch_to_bytes(SketchObject *self, PyObject *unused) {
+    PyObject *out;
+    lock_take(self);
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sk_serialized_size(self->sk));
+    if (out)
+        sk_serialize(self->sk, (unsigned char *)PyBytes_AS_STRING(out));
+    lock_give(self);
+    return out;
+}
+
+static PyObject *Sketch_from_bytes(PyTypeObject *cls, PyObject *ob) {
+    Py_buffer v;
+    char err[512];
+    int oom = 0;
+    sk_sketch *sk;
+    SketchObject *self;
+    if (PyUnicode_Check(ob) || !PyObject_CheckBuffer(ob)) {
+        PyErr_Format(PyExc_TypeError, "from_bytes() needs a bytes-like object, not %.100s",
+                     Py_TYPE(ob)->tp_name);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(ob, &v, PyBUF_SIMPLE) != 0)
+        return NULL;
+    sk = sk_deserialize((const unsigned char *)v.buf, (size_t)v.len, kind_of(cls), err, sizeof err,
+                        &oom);
+    PyBuffer_Release(&v);
+    if (!sk) {
+        if (oom)
+            return PyErr_NoMemory();
+        PyErr_SetString(SerializationError, err);
+        return NULL;
+    }
+    self = (SketchObject *)cls->tp_alloc(cls, 0);
+    if (!self) {
+        sk_free(sk);
+        return NULL;
+    }
+    self->sk = sk;
+    self->lock = PyThread_allocate_lock();
+    if (!self->lock) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *Sketch_reduce(SketchObject *self, PyObject *unused) {
+    PyObject *b = Sketch_to_bytes(self, NULL), *fn, *r;
+    if (!b)
+        return NULL;
+    fn = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "from_bytes");
+    if (!fn) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    r = Py_BuildValue("(O(O))", fn, b);
+    Py_DECREF(fn);
+    Py_DECREF(b);
+    return r;
+}
+
+static Py_ssize_t Sketch_len(SketchObject *self) {
+    Py_ssize_t n;
+    lock_take(self);
+    n = (Py_ssize_t)self->sk->size;
+    lock_give(self);
+    return n;
+}
+
+static PyObject *Sketch_repr(SketchObject *self) {
+    const char *name = strrchr(Py_TYPE(self)->tp_name, '.');
+    name = name ? name + 1 : Py_TYPE(self)->tp_name;
+    return PyUnicode_FromFormat("%s(k=%u, width=%u, depth=%u, seed=%u, max_key_len=%u, nbytes=%llu)",
+                                name, self->sk->k, self->sk->width,
+                                self->sk->depth, self->sk->seed, self->sk->max_key_len,
+                                (unsigned long long)sk_nbytes(self->sk));
+}
+
+#define GETTER(name, expr)                                                                         \
+    static PyObject *Sketch_get_##name(SketchObject *self, void *c) {                             \
+        return PyLong_FromUnsignedLongLong((unsigned long long)(expr));                            \
+    }
+GETTER(k, self->sk->k)
+GETTER(width, self->sk->width)
+GETTER(depth, self->sk->depth)
+GETTER(seed, self->sk->seed)
+GETTER(max_key_len, self->sk->max_key_len)
+GETTER(key_bytes, self->sk->key_bytes)
+GETTER(nbytes, sk_nbytes(self->sk))
+
+static PyGetSetDef Sketch_getset[] = {
+    {"k", (getter)Sketch_get_k, NULL, "Capacity of the top-k heap.", NULL},
+    {"width", (getter)Sketch_get_width, NULL, "Buckets per row.", NULL},
+    {"depth", (getter)Sketch_get_depth, NULL, "Number of rows.", NULL},
+    {"seed", (getter)Sketch_get_seed, NULL, "Hash and decay RNG seed.", NULL},
+    {"max_key_len", (getter)Sketch_get_max_key_len, NULL, "Longest accepted key in bytes.", NULL},
+    {"key_bytes", (getter)Sketch_get_key_bytes, NULL, "Byte budget for keys held by the heap.",
+     NULL},
+    {"nbytes", (getter)Sketch_get_nbytes, NULL, "Bytes used (never above the memory budget).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+#define COMMON_METHODS                                                                             \
+    {"update", (PyCFunction)(void (*)(void))Sketch_update, METH_FASTCALL | METH_KEYWORDS,         \
+     "update(key, count=1)"},                                                                      \
+        {"update_many", (PyCFunction)(void (*)(void))Sketch_update_many,                           \
+         METH_VARARGS | METH_KEYWORDS, "update_many(keys, counts=None)"},                          \
+        {"update_lines", (PyCFunction)(void (*)(void))Sketch_update_lines,                         \
+         METH_VARARGS | METH_KEYWORDS, "update_lines(buf, counted=False) -> (events, oversized, malformed)"}, \
+        {"topk", (PyCFunction)(void (*)(void))Sketch_topk, METH_VARARGS | METH_KEYWORDS,           \
+         "topk(n=None) -> list of (key, count)"},                                                  \
+        {"estimate", (PyCFunction)Sketch_estimate, METH_O, "estimate(key) -> int"},               \
+        {"decay", (PyCFunction)Sketch_decay, METH_O, "decay(factor)"},                             \
+        {"clear", (PyCFunction)Sketch_clear, METH_NOARGS, "clear()"},                              \
+        {"to_bytes", (PyCFunction)Sketch_to_bytes, METH_NOARGS, "to_bytes() -> bytes"},            \
+        {"from_bytes", (PyCFunction)Sketch_from_bytes, METH_O | METH_CLASS,                        \
+         "from_bytes(b) -> sketch"},                                                               \
+        {"__reduce__", (PyCFunction)Sketch_reduce, METH_NOARGS, NULL},
+
+static PyMethodDef HeavyKeeper_methods[] = {COMMON_METHODS{NULL, NULL, 0, NULL}};
+static PyMethodDef CountMin_methods[] = {
+    COMMON_METHODS{"merge", (PyCFunction)Sketch_merge, METH_O, "merge(other)"},
+    {NULL, NULL, 0, NULL}};
+
+static PySequenceMethods Sketch_as_sequence = {
+    .sq_length = (lenfunc)Sketch_len,
+};
+
+static PyTypeObject HeavyKeeperType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd._native.HeavyKeeper",
+    .tp_basicsize = sizeof(SketchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "HeavyKeeper top-k sketch (C core). See hotkeyd.sketch.",
+    .tp_new = Sketch_new,
+    .tp_dealloc = (destructor)Sketch_dealloc,
+    .tp_methods = HeavyKeeper_methods,
+    .tp_getset = Sketch_getset,
+    .tp_as_sequence = &Sketch_as_sequence,
+    .tp_repr = (reprfunc)Sketch_repr,
+};
+
+static PyTypeObject CountMinType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd._native.CountMinTopK",
+    .tp_basicsize = sizeof(SketchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Count-Min (conservative update) top-k sketch (C core). See hotkeyd.sketch.",
+    .tp_new = Sketch_new,
+    .tp_dealloc = (destructor)Sketch_dealloc,
+    .tp_methods = CountMin_methods,
+    .tp_getset = Sketch_getset,
+    .tp_as_sequence = &Sketch_as_sequence,
+    .tp_repr = (reprfunc)Sketch_repr,
+};
+
+static PyObject *native_murmur3_32(PyObject *mod, PyObject *args) {
+    PyObject *okey;
+    unsigned long long seed = 0;
+    keyref k;
+    uint32_t h;
+    if (!PyArg_ParseTuple(args, "O|K:murmur3_32", &okey, &seed))
+        return NULL;
+    if (seed > 0xFFFFFFFFULL) {
+        PyErr_SetString(SketchError, "seed must be in [0, 4294967295]");
+        return NULL;
+    }
+    if (key_get(okey, &k))
+        return NULL;
+    h = hk_murmur3_32(k.p, (size_t)k.n, (uint32_t)seed);
+    key_release(&k);
+    return PyLong_FromUnsignedLong(h);
+}
+
+static PyMethodDef module_methods[] = {
+    {"murmur3_32", native_murmur3_32, METH_VARARGS,
+     "murmur3_32(key, seed=0) -> int: MurmurHash3 x86_32, unsigned (as mmh3.hash(signed=False))."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "hotkeyd._native", "C core of the hotkeyd top-k sketches.", -1,
+    module_methods,        NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *m, *errors;
+    sk_tables_init();
+    errors = PyImport_ImportModule("hotkeyd.errors");
+    if (!errors)
+        return NULL;
+    SketchError = PyObject_GetAttrString(errors, "SketchError");
+    SerializationError = PyObject_GetAttrString(errors, "SerializationError");
+    Py_DECREF(errors);
+    if (!SketchError || !SerializationError)
+        return NULL;
+    if (PyType_Ready(&HeavyKeeperType) < 0 || PyType_Ready(&CountMinType) < 0)
+        return NULL;
+    m = PyModule_Create(&native_module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&HeavyKeeperType);
+    Py_INCREF(&CountMinType);
+    if (PyModule_AddObject(m, "HeavyKeeper", (PyObject *)&HeavyKeeperType) < 0 ||
+        PyModule_AddObject(m, "CountMinTopK", (PyObject *)&CountMinType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

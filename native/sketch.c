@@ -1,0 +1,861 @@
+/* HeavyKeeper and Count-Min (conservative update) with a shared top-k heap.
+ * See sketch.h and docs/sketch.md. Integer arithmetic only, so that the
+ * pure-Python twin reproduces every result bit for bit. */
+#include "sketch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "murmur3.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+static inline uint64_t mulhi64(uint64_t a, uint64_t b) {
+#if defined(__SIZEOF_INT128__)
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#else
+    uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+#endif
+}
+
+static inline uint64_t fmix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint32_t sat_add(uint32_t a, uint32_t b) {
+    uint32_t r = a + b;
+    return r < a ? SK_COUNT_MAX : r;
+}
+
+static inline void row_indexes(uint32_t h, uint32_t width, uint32_t depth, uint32_t *idx) {
+    uint64_t m = fmix64((uint64_t)h);
+    uint32_t h1 = (uint32_t)m, h2 = (uint32_t)(m >> 32) | 1u;
+    uint32_t i;
+    for (i = 0; i < depth; i++) {
+        uint32_t x = h1 + i * h2;
+        idx[i] = (uint32_t)(((uint64_t)x * width) >> 32);
+    }
+}
+
+/* ------------------------------------------------- HeavyKeeper decay tables */
+
+/* T[c] = floor(2^64 * b^-c) by iterated integer floor; POW[c][j] ~ (1 - T[c]/2^64)^(2^j)
+ * in 0.64 fixed point, by repeated squaring with floor. Computed once. */
+#define HK_MAX_LEVELS 640
+#define HK_POW_BITS 32
+static uint64_t hk_pow[HK_MAX_LEVELS][HK_POW_BITS];
+static uint32_t hk_levels; /* counters >= hk_levels never decay (probability < 2^-64) */
+
+static uint32_t crc_table[256];
+
+/* Called once at module init (under the GIL), before any sketch exists. */
+void sk_tables_init(void) {
+    uint64_t t = 0xFFFFFFFFFFFFFFFFULL;
+    uint32_t c, n;
+    if (hk_levels)
+        return;
+    for (n = 0; n < 256; n++) {
+        uint32_t v = n;
+        int b;
+        for (b = 0; b < 8; b++)
+            v = (v & 1u) ? 0xEDB88320u ^ (v >> 1) : v >> 1;
+        crc_table[n] = v;
+    }
+    for (c = 1; c < HK_MAX_LEVELS; c++) {
+        int j;
+        t = (t / SK_DECAY_DEN) * SK_DECAY_NUM + ((t % SK_DECAY_DEN) * SK_DECAY_NUM) / SK_DECAY_DEN;
+        if (t == 0)
+            break;
+        hk_pow[c][0] = ~t;
+        for (j = 1; j < HK_POW_BITS; j++)
+            hk_pow[c][j] = mulhi64(hk_pow[c][j - 1], hk_pow[c][j - 1]);
+    }
+    hk_levels = c;
+}
+
+/* Number of failed decay trials before the first success at counter level c,
+ * capped at n (n >= 1): the largest t with (1-p)^t >= u / 2^64, found bit by bit. */
+static inline uint32_t hk_failures(uint32_t c, uint32_t n, uint64_t u) {
+    int j = 31;
+    uint32_t t = 0;
+    uint64_t acc = 0;
+    int have = 0;
+    const uint64_t *pw = hk_pow[c];
+    while (!(n >> j))
+        j--;
+    for (; j >= 0; j--) {
+        uint64_t cand = have ? mulhi64(acc, pw[j]) : pw[j];
+        if (cand >= u) {
+            acc = cand;
+            have = 1;
+            t += (uint32_t)1 << j;
+            if (t >= n)
+                return n;
+        }
+    }
+    return t;
+}
+
+/* ------------------------------------------------------------------ planning */
+
+static uint32_t next_pow2(uint32_t x) {
+    uint32_t p = 1;
+    while (p < x)
+        p <<= 1;
+    return p;
+}
+
+static uint32_t index_slots(uint32_t k) {
+    uint32_t want = 2 * k;
+    return next_pow2(want < 8 ? 8 : want);
+}
+
+static uint64_t fixed_bytes(int kind, uint32_t k, uint32_t key_bytes) {
+    (void)kind;
+    return (uint64_t)SK_OVERHEAD + (uint64_t)k * SK_ENTRY_COST + (uint64_t)index_slots(k) * 4u +
+           key_bytes;
+}
+
+static uint32_t cell_size(int kind) { return kind == SK_KIND_HEAVYKEEPER ? 8u : 4u; }
+
+uint64_t sk_params_nbytes(const sk_params *p) {
+    return fixed_bytes(p->kind, p->k, p->key_bytes) +
+           (uint64_t)p->width * p->depth * cell_size(p->kind);
+}
+
+int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, int64_t seed,
+            int64_t max_key_len, int64_t key_bytes, sk_params *out, char *err, size_t errlen) {
+    uint64_t fixed, cs = cell_size(kind);
+    if (k < 1 || k > (int64_t)SK_MAX_K) {
+        snprintf(err, errlen, "k must be in [1, %u], got %lld", SK_MAX_K, (long long)k);
+        return -1;
+    }
+    if (seed < 0 || seed > (int64_t)0xFFFFFFFFLL) {
+        snprintf(err, errlen, "seed must be in [0, 4294967295], got %lld", (long long)seed);
+        return -1;
+    }
+    if (max_key_len < 1 || max_key_len > (int64_t)SK_MAX_KEY_LEN) {
+        snprintf(err, errlen, "max_key_len must be in [1, %u], got %lld", SK_MAX_KEY_LEN,
+                 (long long)max_key_len);
+        return -1;
+    }
+    if (depth == SK_UNSET)
+        depth = kind == SK_KIND_HEAVYKEEPER ? SK_DEFAULT_DEPTH_HK : SK_DEFAULT_DEPTH_CM;
+    if (depth < 1 || depth > (int64_t)SK_MAX_DEPTH) {
+        snprintf(err, errlen, "depth must be in [1, %u], got %lld", SK_MAX_DEPTH, (long long)depth);
+        return -1;
+    }
+    if (key_bytes == SK_UNSET) {
+        int64_t avg = max_key_len < (int64_t)SK_KEY_RESERVE_AVG ? max_key_len : SK_KEY_RESERVE_AVG;
+        key_bytes = k * avg;
+        if (key_bytes < max_key_len)
+            key_bytes = max_key_len;
+    }
+    if (key_bytes < max_key_len || key_bytes > (int64_t)SK_MAX_KEY_BYTES) {
+        snprintf(err, errlen, "key_bytes must be in [max_key_len=%lld, %u], got %lld",
+                 (long long)max_key_len, SK_MAX_KEY_BYTES, (long long)key_bytes);
+        return -1;
+    }
+    out->kind = kind;
+    out->k = (uint32_t)k;
+    out->depth = (uint32_t)depth;
+    out->seed = (uint32_t)seed;
+    out->max_key_len = (uint32_t)max_key_len;
+    out->key_bytes = (uint32_t)key_bytes;
+    fixed = fixed_bytes(kind, out->k, out->key_bytes);
+    if (width == SK_UNSET) {
+        uint64_t need = fixed + (uint64_t)depth * SK_MIN_WIDTH * cs, w;
+        if (memory == SK_UNSET)
+            memory = SK_DEFAULT_MEMORY;
+        if (memory < 0 || (uint64_t)memory < need) {
+            snprintf(err, errlen,
+                     "memory=%lld bytes is too small for k=%lld: need at least %llu bytes (top-k "
+                     "heap, index and %llu key bytes, plus %u buckets per row)",
+                     (long long)memory, (long long)k, (unsigned long long)need,
+                     (unsigned long long)key_bytes, SK_MIN_WIDTH);
+            return -1;
+        }
+        w = ((uint64_t)memory - fixed) / ((uint64_t)depth * cs);
+        if (w * (uint64_t)depth > SK_MAX_CELLS)
+            w = SK_MAX_CELLS / (uint64_t)depth;
+        out->width = (uint32_t)w;
+    } else {
+        if (width < 1 || (uint64_t)width * (uint64_t)depth > SK_MAX_CELLS) {
+            snprintf(err, errlen, "width must be in [1, %llu] for depth=%lld, got %lld",
+                     (unsigned long long)(SK_MAX_CELLS / (uint64_t)depth), (long long)depth,
+                     (long long)width);
+            return -1;
+        }
+        out->width = (uint32_t)width;
+        if (memory != SK_UNSET && (memory < 0 || sk_params_nbytes(out) > (uint64_t)memory)) {
+            snprintf(err, errlen,
+                     "memory=%lld bytes is too small for k=%lld, width=%lld, depth=%lld: need %llu "
+                     "bytes",
+                     (long long)memory, (long long)k, (long long)width, (long long)depth,
+                     (unsigned long long)sk_params_nbytes(out));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+sk_sketch *sk_new(const sk_params *p) {
+    sk_sketch *s = (sk_sketch *)calloc(1, sizeof(sk_sketch));
+    size_t cells = (size_t)p->width * p->depth;
+    uint32_t slots = index_slots(p->k);
+    if (!s)
+        return NULL;
+    sk_tables_init();
+    s->kind = p->kind;
+    s->k = p->k;
+    s->width = p->width;
+    s->depth = p->depth;
+    s->seed = p->seed;
+    s->max_key_len = p->max_key_len;
+    s->key_bytes = p->key_bytes;
+    s->rng0 = s->rng = (uint64_t)p->seed ^ 0xd1b54a32d192ed03ULL;
+    if (p->kind == SK_KIND_HEAVYKEEPER)
+        s->hk = (uint64_t *)calloc(cells, sizeof(uint64_t));
+    else
+        s->cm = (uint32_t *)calloc(cells, sizeof(uint32_t));
+    s->heap = (sk_entry *)calloc(p->k, sizeof(sk_entry));
+    s->index = (uint32_t *)calloc(slots, sizeof(uint32_t));
+    s->mask = slots - 1;
+    s->scratch = (uint32_t *)calloc(p->k, sizeof(uint32_t));
+    s->arena = (unsigned char *)malloc(p->key_bytes ? p->key_bytes : 1);
+    if ((!s->hk && !s->cm) || !s->heap || !s->index || !s->scratch || !s->arena) {
+        sk_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sk_free(sk_sketch *s) {
+    if (!s)
+        return;
+    free(s->hk);
+    free(s->cm);
+    free(s->heap);
+    free(s->index);
+    free(s->scratch);
+    free(s->arena);
+    free(s);
+}
+
+uint64_t sk_nbytes(const sk_sketch *s) {
+    sk_params p;
+    p.kind = s->kind;
+    p.k = s->k;
+    p.width = s->width;
+    p.depth = s->depth;
+    p.key_bytes = s->key_bytes;
+    return sk_params_nbytes(&p);
+}
+
+static void heap_reset(sk_sketch *s) {
+    s->size = 0;
+    memset(s->index, 0, ((size_t)s->mask + 1) * sizeof(uint32_t));
+    s->arena_used = 0;
+    s->live_bytes = 0;
+}
+
+void sk_clear(sk_sketch *s) {
+    size_t cells = (size_t)s->width * s->depth;
+    if (s->hk)
+        memset(s->hk, 0, cells * sizeof(uint64_t));
+    if (s->cm)
+        memset(s->cm, 0, cells * sizeof(uint32_t));
+    heap_reset(s);
+    s->rng = s->rng0;
+}
+
+/* ------------------------------------------------------------ top-k heap */
+
+static inline int entry_is(const sk_sketch *s, const sk_entry *e, uint32_t h, const void *key,
+                           size_t len) {
+    return e->hash == h && e->len == len && (len == 0 || memcmp(s->arena + e->off, key, len) == 0);
+}
+
+static inline int64_t heap_find(const sk_sketch *s, uint32_t h, const void *key, size_t len) {
+    uint32_t i = h & s->mask;
+    for (;;) {
+        uint32_t v = s->index[i];
+        if (!v)
+            return -1;
+        if (entry_is(s, &s->heap[v - 1], h, key, len))
+            return (int64_t)v - 1;
+        i = (i + 1) & s->mask;
+    }
+}
+
+static inline void index_insert(sk_sketch *s, uint32_t pos) {
+    uint32_t i = s->heap[pos].hash & s->mask;
+    while (s->index[i])
+        i = (i + 1) & s->mask;
+    s->index[i] = pos + 1;
+    s->heap[pos].slot = i;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+static void index_remove(sk_sketch *s, uint32_t slot) {
+    uint32_t i = slot, j = slot, mask = s->mask;
+    s->index[i] = 0;
+    for (;;) {
+        uint32_t home;
+        j = (j + 1) & mask;
+        if (!s->index[j])
+            return;
+        home = s->heap[s->index[j] - 1].hash & mask;
+        /* Entry at j may move to i unless its home lies cyclically in (i, j]. */
+        if ((i <= j) ? (i < home && home <= j) : (i < home || home <= j))
+            continue;
+        s->index[i] = s->index[j];
+        s->heap[s->index[i] - 1].slot = i;
+        s->index[j] = 0;
+        i = j;
+    }
+}
+
+static inline void heap_swap(sk_sketch *s, uint32_t a, uint32_t b) {
+    sk_entry t = s->heap[a];
+    s->heap[a] = s->heap[b];
+    s->heap[b] = t;
+    s->index[s->heap[a].slot] = a + 1;
+    s->index[s->heap[b].slot] = b + 1;
+}
+
+static void sift_down(sk_sketch *s, uint32_t p) {
+    for (;;) {
+        uint32_t l = 2 * p + 1, m, r = l + 1;
+        if (l >= s->size)
+            return;
+        m = l;
+        if (r < s->size && s->heap[r].count < s->heap[l].count)
+            m = r;
+        if (s->heap[m].count < s->heap[p].count) {
+            heap_swap(s, p, m);
+            p = m;
+        } else {
+            return;
+        }
+    }
+}
+
+static void sift_up(sk_sketch *s, uint32_t p) {
+    while (p > 0) {
+        uint32_t parent = (p - 1) / 2;
+        if (s->heap[p].count < s->heap[parent].count) {
+            heap_swap(s, p, parent);
+            p = parent;
+        } else {
+            return;
+        }
+    }
+}
+
+/* Pack live keys to the front of the arena (entries sorted by offset). */
+static void arena_compact(sk_sketch *s) {
+    uint32_t n = s->size, gap, i, cursor = 0;
+    uint32_t *o = s->scratch;
+    for (i = 0; i < n; i++)
+        o[i] = i;
+    for (gap = n / 2; gap > 0; gap /= 2) {
+        for (i = gap; i < n; i++) {
+            uint32_t v = o[i], j = i;
+            while (j >= gap && s->heap[o[j - gap]].off > s->heap[v].off) {
+                o[j] = o[j - gap];
+                j -= gap;
+            }
+            o[j] = v;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        sk_entry *e = &s->heap[o[i]];
+        if (e->len && e->off != cursor)
+            memmove(s->arena + cursor, s->arena + e->off, e->len);
+        e->off = cursor;
+        cursor += e->len;
+    }
+    s->arena_used = cursor;
+}
+
+static uint32_t arena_alloc(sk_sketch *s, const void *key, uint32_t len) {
+    uint32_t off;
+    if ((uint64_t)s->arena_used + len > s->key_bytes)
+        arena_compact(s);
+    off = s->arena_used;
+    if (len)
+        memcpy(s->arena + off, key, len);
+    s->arena_used += len;
+    return off;
+}
+
+/* Offer (key, v) to the heap; v is the key's current sketch estimate. */
+static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, uint32_t v) {
+    int64_t pos;
+    if (v == 0)
+        return;
+    /* A full heap whose minimum is >= v cannot change: a member already has count >= min. */
+    if (s->size == s->k && v <= s->heap[0].count)
+        return;
+    pos = heap_find(s, h, key, len);
+    if (pos >= 0) {
+        if (v > s->heap[pos].count) {
+            s->heap[pos].count = v;
+            sift_down(s, (uint32_t)pos);
+        }
+        return;
+    }
+    if (s->size < s->k) {
+        uint32_t p, off;
+        if ((uint64_t)s->live_bytes + len > s->key_bytes)
+            return;
+        off = arena_alloc(s, key, len); /* before size++: compaction must not see slot p */
+        p = s->size++;
+        s->heap[p].count = v;
+        s->heap[p].hash = h;
+        s->heap[p].len = len;
+        s->heap[p].off = off;
+        s->live_bytes += len;
+        index_insert(s, p);
+        sift_up(s, p);
+    } else {
+        sk_entry *e = &s->heap[0];
+        if ((uint64_t)s->live_bytes - e->len + len > s->key_bytes)
+            return;
+        index_remove(s, e->slot);
+        s->live_bytes -= e->len;
+        if (len <= e->len) {
+            if (len)
+                memcpy(s->arena + e->off, key, len);
+        } else {
+            e->len = 0; /* dead during compaction */
+            e->off = arena_alloc(s, key, len);
+        }
+        s->live_bytes += len;
+        e->len = len;
+        e->count = v;
+        e->hash = h;
+        index_insert(s, 0);
+        sift_down(s, 0);
+    }
+}
+
+/* ------------------------------------------------------------- updates */
+
+static uint32_t hk_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
+    uint32_t idx[SK_MAX_DEPTH], i, maxv = 0;
+    row_indexes(h, s->width, s->depth, idx);
+    for (i = 0; i < s->depth; i++) {
+        uint64_t *cell = &s->hk[(size_t)i * s->width + idx[i]];
+        uint32_t c = (uint32_t)*cell, fp = (uint32_t)(*cell >> 32);
+        if (c == 0) {
+            *cell = ((uint64_t)h << 32) | n;
+            if (n > maxv)
+                maxv = n;
+        } else if (fp == h) {
+            c = sat_add(c, n);
+            *cell = ((uint64_t)h << 32) | c;
+            if (c > maxv)
+                maxv = c;
+        } else {
+            uint32_t rem = n;
+            while (c < hk_levels) {
+                uint64_t u = rng_next(&s->rng);
+                uint32_t g = rem == 1 ? (u > hk_pow[c][0] ? 0u : 1u) : hk_failures(c, rem, u);
+                if (g >= rem)
+                    break;
+                rem -= g;
+                c--;
+                if (c == 0) {
+                    fp = h;
+                    c = rem;
+                    if (c > maxv)
+                        maxv = c;
+                    break;
+                }
+                rem--;
+                if (rem == 0)
+                    break;
+            }
+            *cell = ((uint64_t)fp << 32) | c;
+        }
+    }
+    return maxv;
+}
+
+static uint32_t cm_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
+    uint32_t idx[SK_MAX_DEPTH], i, est = SK_COUNT_MAX, v;
+    row_indexes(h, s->width, s->depth, idx);
+    for (i = 0; i < s->depth; i++) {
+        uint32_t c = s->cm[(size_t)i * s->width + idx[i]];
+        if (c < est)
+            est = c;
+    }
+    v = sat_add(est, n);
+    for (i = 0; i < s->depth; i++) {
+        uint32_t *c = &s->cm[(size_t)i * s->width + idx[i]];
+        if (*c < v)
+            *c = v;
+    }
+    return v;
+}
+
+void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count) {
+    uint32_t h, v;
+    if (count == 0)
+        return;
+    h = hk_murmur3_32(key, len, s->seed);
+    v = s->kind == SK_KIND_HEAVYKEEPER ? hk_update_cells(s, h, count) : cm_update_cells(s, h, count);
+    topk_offer(s, key, (uint32_t)len, h, v);
+}
+
+uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
+    uint32_t h = hk_murmur3_32(key, len, s->seed), idx[SK_MAX_DEPTH], i, est;
+    int64_t pos;
+    row_indexes(h, s->width, s->depth, idx);
+    if (s->kind == SK_KIND_HEAVYKEEPER) {
+        est = 0;
+        for (i = 0; i < s->depth; i++) {
+            uint64_t cell = s->hk[(size_t)i * s->width + idx[i]];
+            uint32_t c = (uint32_t)cell;
+            if (c && (uint32_t)(cell >> 32) == h && c > est)
+                est = c;
+        }
+    } else {
+        est = SK_COUNT_MAX;
+        for (i = 0; i < s->depth; i++) {
+            uint32_t c = s->cm[(size_t)i * s->width + idx[i]];
+            if (c < est)
+                est = c;
+        }
+    }
+    pos = heap_find(s, h, key, len);
+    if (pos >= 0 && s->heap[pos].count > est)
+        est = s->heap[pos].count;
+    return est;
+}
+
+static void heap_rebuild(sk_sketch *s) {
+    uint32_t i;
+    memset(s->index, 0, ((size_t)s->mask + 1) * sizeof(uint32_t));
+    for (i = 0; i < s->size; i++)
+        index_insert(s, i);
+    for (i = s->size / 2; i-- > 0;)
+        sift_down(s, i);
+}
+
+void sk_decay(sk_sketch *s, uint64_t f) {
+    size_t cells = (size_t)s->width * s->depth, i;
+    uint32_t r, w = 0;
+    if (f >= ((uint64_t)1 << 32))
+        return;
+    if (s->hk) {
+        for (i = 0; i < cells; i++) {
+            uint32_t c = (uint32_t)(((uint64_t)(uint32_t)s->hk[i] * f) >> 32);
+            s->hk[i] = c ? ((s->hk[i] & 0xFFFFFFFF00000000ULL) | c) : 0;
+        }
+    } else {
+        for (i = 0; i < cells; i++)
+            s->cm[i] = (uint32_t)(((uint64_t)s->cm[i] * f) >> 32);
+    }
+    for (r = 0; r < s->size; r++) {
+        uint32_t c = (uint32_t)(((uint64_t)s->heap[r].count * f) >> 32);
+        if (c == 0) {
+            s->live_bytes -= s->heap[r].len;
+            continue;
+        }
+        s->heap[w] = s->heap[r];
+        s->heap[w].count = c;
+        w++;
+    }
+    s->size = w;
+    heap_rebuild(s);
+}
+
+static int entry_cmp(const sk_sketch *s, uint32_t a, uint32_t b) {
+    const sk_entry *x = &s->heap[a], *y = &s->heap[b];
+    uint32_t n;
+    int c;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    n = x->len < y->len ? x->len : y->len;
+    c = n ? memcmp(s->arena + x->off, s->arena + y->off, n) : 0;
+    if (c)
+        return c;
+    return x->len < y->len ? -1 : (x->len > y->len ? 1 : 0);
+}
+
+void sk_topk_order(const sk_sketch *s, uint32_t *order) {
+    /* Insertion into a sorted prefix via binary search; k is small and this is not hot. */
+    uint32_t i;
+    for (i = 0; i < s->size; i++) {
+        uint32_t lo = 0, hi = i;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (entry_cmp(s, order[mid], i) <= 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(order + lo + 1, order + lo, (i - lo) * sizeof(uint32_t));
+        order[lo] = i;
+    }
+}
+
+/* ------------------------------------------------------------- merge */
+
+int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
+    size_t cells = (size_t)dst->width * dst->depth, i, total = 0, off = 0;
+    uint32_t n = 0, j;
+    unsigned char *keys;
+    uint32_t *lens;
+    if (dst->kind != SK_KIND_COUNTMIN || src->kind != SK_KIND_COUNTMIN) {
+        snprintf(err, errlen, "only CountMinTopK sketches can be merged");
+        return -1;
+    }
+    if (dst->width != src->width || dst->depth != src->depth || dst->seed != src->seed ||
+        dst->max_key_len != src->max_key_len) {
+        snprintf(err, errlen,
+                 "cannot merge sketches of different shape: width/depth/seed/max_key_len "
+                 "%u/%u/%u/%u vs %u/%u/%u/%u (all must be equal)",
+                 dst->width, dst->depth, dst->seed, dst->max_key_len, src->width, src->depth,
+                 src->seed, src->max_key_len);
+        return -1;
+    }
+    /* Candidates: dst heap in array order, then src keys not already present. */
+    for (j = 0; j < dst->size; j++)
+        total += dst->heap[j].len;
+    for (j = 0; j < src->size; j++)
+        total += src->heap[j].len;
+    keys = (unsigned char *)malloc(total ? total : 1);
+    lens = (uint32_t *)malloc(((size_t)dst->size + src->size + 1) * sizeof(uint32_t));
+    if (!keys || !lens) {
+        free(keys);
+        free(lens);
+        return -2;
+    }
+    for (j = 0; j < dst->size; j++) {
+        const sk_entry *e = &dst->heap[j];
+        memcpy(keys + off, dst->arena + e->off, e->len);
+        off += e->len;
+        lens[n++] = e->len;
+    }
+    for (j = 0; j < src->size; j++) {
+        const sk_entry *e = &src->heap[j];
+        if (heap_find(dst, e->hash, src->arena + e->off, e->len) >= 0)
+            continue;
+        memcpy(keys + off, src->arena + e->off, e->len);
+        off += e->len;
+        lens[n++] = e->len;
+    }
+    for (i = 0; i < cells; i++)
+        dst->cm[i] = sat_add(dst->cm[i], src->cm[i]);
+    heap_reset(dst);
+    off = 0;
+    for (j = 0; j < n; j++) {
+        const unsigned char *key = keys + off;
+        uint32_t h = hk_murmur3_32(key, lens[j], dst->seed), idx[SK_MAX_DEPTH], r,
+                 est = SK_COUNT_MAX;
+        row_indexes(h, dst->width, dst->depth, idx);
+        for (r = 0; r < dst->depth; r++) {
+            uint32_t c = dst->cm[(size_t)r * dst->width + idx[r]];
+            if (c < est)
+                est = c;
+        }
+        topk_offer(dst, key, lens[j], h, est);
+        off += lens[j];
+    }
+    free(keys);
+    free(lens);
+    return 0;
+}
+
+/* ------------------------------------------------------------- serialization */
+
+
+uint32_t sk_crc32(const unsigned char *buf, size_t len) {
+    uint32_t c = 0xFFFFFFFFu;
+    size_t i;
+    for (i = 0; i < len; i++)
+        c = crc_table[(c ^ buf[i]) & 0xFFu] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static void put64(unsigned char *p, uint64_t v) {
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static uint64_t get64(const unsigned char *p) { return get32(p) | ((uint64_t)get32(p + 4) << 32); }
+
+size_t sk_serialized_size(const sk_sketch *s) {
+    size_t n = SK_HEADER_SIZE + (size_t)s->width * s->depth * cell_size(s->kind) + 4;
+    uint32_t i;
+    for (i = 0; i < s->size; i++)
+        n += 8 + s->heap[i].len;
+    return n;
+}
+
+void sk_serialize(const sk_sketch *s, unsigned char *out) {
+    unsigned char *p = out;
+    size_t cells = (size_t)s->width * s->depth, i;
+    memcpy(p, "HKSK", 4);
+    p[4] = (unsigned char)SK_SERIAL_VERSION;
+    p[5] = 0;
+    p[6] = (unsigned char)s->kind;
+    p[7] = 0;
+    put32(p + 8, s->k);
+    put32(p + 12, s->width);
+    put32(p + 16, s->depth);
+    put32(p + 20, s->seed);
+    put32(p + 24, s->max_key_len);
+    put32(p + 28, s->key_bytes);
+    put32(p + 32, SK_DECAY_NUM);
+    put32(p + 36, SK_DECAY_DEN);
+    put64(p + 40, s->rng);
+    put32(p + 48, s->size);
+    put32(p + 52, 0);
+    p += SK_HEADER_SIZE;
+    if (s->hk) {
+        for (i = 0; i < cells; i++, p += 8)
+            put64(p, s->hk[i]);
+    } else {
+        for (i = 0; i < cells; i++, p += 4)
+            put32(p, s->cm[i]);
+    }
+    for (i = 0; i < s->size; i++) {
+        const sk_entry *e = &s->heap[i];
+        put32(p, e->count);
+        put32(p + 4, e->len);
+        if (e->len)
+            memcpy(p + 8, s->arena + e->off, e->len);
+        p += 8 + e->len;
+    }
+    put32(p, sk_crc32(out, (size_t)(p - out)));
+}
+
+sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *err, size_t errlen,
+                          int *oom) {
+    sk_params pr;
+    sk_sketch *s;
+    uint32_t size, i, version;
+    size_t cells, pos, table;
+    *oom = 0;
+    if (len < SK_HEADER_SIZE + 4) {
+        snprintf(err, errlen, "truncated sketch: %zu bytes, need at least %u", len,
+                 SK_HEADER_SIZE + 4);
+        return NULL;
+    }
+    if (memcmp(buf, "HKSK", 4) != 0) {
+        snprintf(err, errlen, "bad magic: not a hotkeyd sketch");
+        return NULL;
+    }
+    version = (uint32_t)buf[4] | ((uint32_t)buf[5] << 8);
+    if (version != SK_SERIAL_VERSION) {
+        snprintf(err, errlen, "unsupported sketch version %u (supported: %u)", version,
+                 SK_SERIAL_VERSION);
+        return NULL;
+    }
+    if (get32(buf + len - 4) != sk_crc32(buf, len - 4)) {
+        snprintf(err, errlen, "checksum mismatch: sketch bytes are corrupt or truncated");
+        return NULL;
+    }
+    if (buf[6] != kind) {
+        snprintf(err, errlen, "sketch kind %u does not match the class (expected %d)", buf[6], kind);
+        return NULL;
+    }
+    if (buf[7] != 0 || get32(buf + 52) != 0 || get32(buf + 32) != SK_DECAY_NUM ||
+        get32(buf + 36) != SK_DECAY_DEN) {
+        snprintf(err, errlen, "corrupt header: reserved or decay fields invalid");
+        return NULL;
+    }
+    if (sk_plan(kind, get32(buf + 8), SK_UNSET, get32(buf + 12), get32(buf + 16), get32(buf + 20),
+                get32(buf + 24), get32(buf + 28), &pr, err, errlen) != 0)
+        return NULL;
+    cells = (size_t)pr.width * pr.depth;
+    table = cells * cell_size(kind);
+    size = get32(buf + 48);
+    if (size > pr.k || table > len - 4 - SK_HEADER_SIZE) {
+        snprintf(err, errlen, "corrupt sketch: heap size or table does not fit");
+        return NULL;
+    }
+    s = sk_new(&pr);
+    if (!s) {
+        *oom = 1;
+        return NULL;
+    }
+    s->rng = get64(buf + 40);
+    pos = SK_HEADER_SIZE;
+    for (i = 0; i < cells; i++) {
+        if (s->hk) {
+            s->hk[i] = get64(buf + pos);
+            pos += 8;
+        } else {
+            s->cm[i] = get32(buf + pos);
+            pos += 4;
+        }
+    }
+    for (i = 0; i < size; i++) {
+        uint32_t count, klen, h;
+        const unsigned char *key;
+        if (len - 4 - pos < 8)
+            goto corrupt;
+        count = get32(buf + pos);
+        klen = get32(buf + pos + 4);
+        pos += 8;
+        if (klen > pr.max_key_len || klen > len - 4 - pos || count == 0 ||
+            (uint64_t)s->live_bytes + klen > s->key_bytes)
+            goto corrupt;
+        key = buf + pos;
+        h = hk_murmur3_32(key, klen, pr.seed);
+        if (heap_find(s, h, key, klen) >= 0)
+            goto corrupt;
+        if (i > 0 && count < s->heap[(i - 1) / 2].count)
+            goto corrupt;
+        s->heap[i].count = count;
+        s->heap[i].hash = h;
+        s->heap[i].len = klen;
+        s->heap[i].off = arena_alloc(s, key, klen);
+        s->live_bytes += klen;
+        s->size = i + 1;
+        index_insert(s, i);
+        pos += klen;
+    }
+    if (pos != len - 4)
+        goto corrupt;
+    return s;
+corrupt:
+    snprintf(err, errlen, "corrupt sketch: invalid top-k entries");
+    sk_free(s);
+    return NULL;
+}

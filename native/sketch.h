@@ -1,0 +1,98 @@
+/* Top-K sketches in plain C99 (no Python): HeavyKeeper and Count-Min with
+ * conservative update, sharing one top-k min-heap with an open-addressing index.
+ *
+ * Everything here is deterministic for a given seed: the pure-Python twin
+ * (hotkeyd/_sketch_py.py) performs the same integer operations in the same order,
+ * so both produce identical estimates, top-k lists and serialized bytes.
+ * Design notes and error bounds: docs/sketch.md. */
+#ifndef HOTKEYD_SKETCH_H
+#define HOTKEYD_SKETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SK_KIND_HEAVYKEEPER 1
+#define SK_KIND_COUNTMIN 2
+
+/* Limits (also enforced by the twin). */
+#define SK_MAX_K (1u << 20)
+#define SK_MAX_DEPTH 16u
+#define SK_MAX_CELLS (1u << 27)
+#define SK_MAX_KEY_LEN (1u << 20)
+#define SK_MAX_KEY_BYTES (1u << 30)
+#define SK_MIN_WIDTH 8u
+#define SK_COUNT_MAX 0xFFFFFFFFu
+
+/* Memory accounting (identical in the twin). nbytes = SK_OVERHEAD
+ * + cells * cell_size + k * SK_ENTRY_COST + index_slots * 4 + key_bytes. */
+#define SK_OVERHEAD 256u
+#define SK_ENTRY_COST 24u /* 20-byte heap entry + 4-byte compaction scratch */
+#define SK_KEY_RESERVE_AVG 32u
+#define SK_DEFAULT_MEMORY 65536
+#define SK_DEFAULT_DEPTH_HK 2
+#define SK_DEFAULT_DEPTH_CM 4
+
+/* Decay base b = DEN/NUM = 27/25 = 1.08. */
+#define SK_DECAY_NUM 25u
+#define SK_DECAY_DEN 27u
+
+#define SK_UNSET INT64_MIN
+
+#define SK_SERIAL_VERSION 1u
+#define SK_HEADER_SIZE 56u
+
+typedef struct {
+    int kind;
+    uint32_t k, width, depth, seed, max_key_len, key_bytes;
+} sk_params;
+
+typedef struct {
+    uint32_t count, hash, off, len, slot;
+} sk_entry;
+
+typedef struct sk_sketch {
+    int kind;
+    uint32_t k, width, depth, seed, max_key_len, key_bytes;
+    uint64_t rng, rng0;
+    uint64_t *hk;  /* HeavyKeeper cells: fingerprint << 32 | counter */
+    uint32_t *cm;  /* Count-Min counters */
+    sk_entry *heap;
+    uint32_t size;
+    uint32_t *index; /* open addressing, value = heap position + 1, 0 = empty */
+    uint32_t mask;
+    uint32_t *scratch;
+    unsigned char *arena;
+    uint32_t arena_used, live_bytes;
+} sk_sketch;
+
+/* Resolve constructor arguments. SK_UNSET means "not given" for memory,
+ * width, depth and key_bytes. Returns 0, or -1 with a message in err. */
+int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, int64_t seed,
+            int64_t max_key_len, int64_t key_bytes, sk_params *out, char *err, size_t errlen);
+uint64_t sk_params_nbytes(const sk_params *p);
+
+void sk_tables_init(void);
+sk_sketch *sk_new(const sk_params *p); /* NULL on allocation failure */
+void sk_free(sk_sketch *s);
+uint64_t sk_nbytes(const sk_sketch *s);
+void sk_clear(sk_sketch *s);
+
+/* len must be <= max_key_len (callers check). */
+void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count);
+uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len);
+/* factor_fp = floor(factor * 2^32), in [0, 2^32]; counters become floor(c * factor_fp / 2^32). */
+void sk_decay(sk_sketch *s, uint64_t factor_fp);
+/* Fill order[0..size) with heap positions sorted by count desc, key asc. */
+void sk_topk_order(const sk_sketch *s, uint32_t *order);
+/* 0 ok, -1 shape mismatch (message in err), -2 out of memory. */
+int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen);
+
+size_t sk_serialized_size(const sk_sketch *s);
+void sk_serialize(const sk_sketch *s, unsigned char *out);
+/* Returns NULL with a message in err (sets *oom when allocation failed). */
+sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *err, size_t errlen,
+                          int *oom);
+
+uint32_t sk_crc32(const unsigned char *buf, size_t len);
+
+#endif

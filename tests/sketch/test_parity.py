@@ -1,0 +1,193 @@
+"""The C core and the pure-Python twin agree exactly on random operation streams.
+
+Small tables (a few buckets, k <= 8, short keys, tight key budgets) force every
+path: fingerprint collisions, weighted decay jumps, heap replacement, key-arena
+admission and compaction, decay-to-zero eviction, merge and serialization.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+MAX_KEY = 12
+
+keys_st = st.one_of(
+    st.sampled_from([b"", b"a", b"b", b"hot", b"\x00", b"\xff\xfe", b"x" * MAX_KEY, "é", "k"]),
+    st.binary(max_size=MAX_KEY),
+    st.text(max_size=4).filter(lambda s: len(s.encode()) <= MAX_KEY),
+    st.integers(0, 40).map(lambda i: b"k%d" % i),
+)
+counts_st = st.one_of(
+    st.just(1), st.integers(0, 20), st.integers(0, 0xFFFFFFFF), st.sampled_from([2**31, 2**32 - 1])
+)
+
+
+def _line_key() -> st.SearchStrategy[bytes]:
+    return st.one_of(
+        st.integers(0, 30).map(lambda i: b"k%d" % i),
+        st.binary(max_size=MAX_KEY + 3).map(lambda b: b.replace(b"\n", b"")),
+    )
+
+
+line_st = st.one_of(
+    _line_key(),
+    st.tuples(
+        _line_key(), st.sampled_from([b"1", b"7", b"-1", b"x", b"", b"99999999999", b"007"])
+    ).map(lambda t: t[0].replace(b"\t", b"") + b"\t" + t[1]),
+)
+
+op_st = st.one_of(
+    st.tuples(st.just("update"), keys_st, counts_st),
+    st.tuples(
+        st.just("many"),
+        st.lists(keys_st, max_size=20),
+        st.booleans(),
+        st.lists(counts_st, min_size=20, max_size=20),
+    ),
+    st.tuples(
+        st.just("lines"),
+        st.lists(line_st, max_size=20),
+        st.booleans(),
+        st.sampled_from([b"\n", b"\r\n"]),
+        st.booleans(),
+    ),
+    st.tuples(st.just("decay"), st.sampled_from([1.0, 0.999, 0.5, 0.37, 1e-3, 1e-9])),
+    st.tuples(st.just("roundtrip")),
+    st.tuples(st.just("clear")),
+)
+
+shape_st = st.fixed_dictionaries(
+    {
+        "k": st.integers(1, 8),
+        "width": st.integers(1, 24),
+        "depth": st.integers(1, 4),
+        "seed": st.integers(0, 0xFFFFFFFF),
+        "key_bytes": st.integers(MAX_KEY, 4 * MAX_KEY),
+    }
+)
+
+
+def _pair(mods: tuple[Any, Any], name: str, shape: dict[str, Any]) -> tuple[Any, Any]:
+    native = getattr(mods[0], name)(max_key_len=MAX_KEY, **shape)
+    python = getattr(mods[1], name)(max_key_len=MAX_KEY, **shape)
+    return native, python
+
+
+@pytest.fixture(scope="module")
+def mods(native_mod: Any, python_mod: Any) -> tuple[Any, Any]:
+    """(native, python) implementations."""
+    return native_mod, python_mod
+
+
+def _assert_same(a: Any, b: Any, seen: set[bytes]) -> None:
+    assert a.topk() == b.topk()
+    assert len(a) == len(b)
+    for key in seen:
+        assert a.estimate(key) == b.estimate(key), key
+    assert a.to_bytes() == b.to_bytes()
+
+
+def _apply(sk: Any, op: tuple[Any, ...]) -> Any:
+    kind = op[0]
+    if kind == "update":
+        return sk.update(op[1], op[2])
+    if kind == "many":
+        keys = op[1]
+        return sk.update_many(keys, op[3][: len(keys)] if op[2] else None)
+    if kind == "lines":
+        _, lines, counted, sep, final_newline = op
+        buf = sep.join(lines) + (sep if final_newline else b"")
+        return sk.update_lines(buf, counted=counted)
+    if kind == "decay":
+        return sk.decay(op[1])
+    if kind == "clear":
+        return sk.clear()
+    raise AssertionError(kind)
+
+
+def _keys_of(op: tuple[Any, ...]) -> list[bytes]:
+    def enc(k: Any) -> bytes:
+        return k.encode() if isinstance(k, str) else k
+
+    if op[0] == "update":
+        return [enc(op[1])]
+    if op[0] == "many":
+        return [enc(k) for k in op[1]]
+    if op[0] == "lines":
+        return [line.rsplit(b"\t", 1)[0] for line in op[1] if len(line) <= MAX_KEY]
+    return []
+
+
+SETTINGS = settings(
+    max_examples=int(os.environ.get("HOTKEYD_PARITY_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.mark.parametrize("name", ["HeavyKeeper", "CountMinTopK"])
+@SETTINGS
+@given(shape=shape_st, ops=st.lists(op_st, max_size=25))
+def test_random_streams_agree(
+    mods: tuple[Any, Any], name: str, shape: dict[str, Any], ops: list[Any]
+) -> None:
+    a, b = _pair(mods, name, shape)
+    seen: set[bytes] = {b"", b"hot"}
+    for op in ops:
+        if op[0] == "roundtrip":
+            # Cross-load: each side continues from the other's serialized state.
+            a, b = type(a).from_bytes(b.to_bytes()), type(b).from_bytes(a.to_bytes())
+        else:
+            assert _apply(a, op) == _apply(b, op)
+        seen.update(_keys_of(op))
+        _assert_same(a, b, seen)
+
+
+@SETTINGS
+@given(
+    shape=shape_st,
+    left=st.lists(st.tuples(keys_st, counts_st), max_size=30),
+    right=st.lists(st.tuples(keys_st, counts_st), max_size=30),
+)
+def test_merge_agrees(
+    mods: tuple[Any, Any],
+    shape: dict[str, Any],
+    left: list[tuple[Any, int]],
+    right: list[tuple[Any, int]],
+) -> None:
+    a1, b1 = _pair(mods, "CountMinTopK", shape)
+    a2, b2 = _pair(mods, "CountMinTopK", shape)
+    for key, n in left:
+        a1.update(key, n)
+        b1.update(key, n)
+    for key, n in right:
+        a2.update(key, n)
+        b2.update(key, n)
+    a1.merge(a2)
+    b1.merge(b2)
+    seen = {k.encode() if isinstance(k, str) else k for k, _ in left + right}
+    _assert_same(a1, b1, seen)
+    a1.merge(a1)
+    b1.merge(b1)
+    _assert_same(a1, b1, seen)
+
+
+@pytest.mark.parametrize("name", ["HeavyKeeper", "CountMinTopK"])
+def test_zipf_stream_agrees(mods: tuple[Any, Any], zipf: Any, name: str) -> None:
+    """A longer skewed stream with weighted updates through a small sketch."""
+    keys = zipf.zipf_keys(20_000, universe=5_000, alpha=1.0, seed=3)
+    a = getattr(mods[0], name)(k=50, memory=8192, seed=11)
+    b = getattr(mods[1], name)(k=50, memory=8192, seed=11)
+    counts = [1 + (i % 7) * (i % 3) for i in range(len(keys))]
+    a.update_many(keys, counts)
+    b.update_many(keys, counts)
+    buf = b"\n".join(keys[:5000])
+    assert a.update_lines(buf) == b.update_lines(buf)
+    a.decay(0.75)
+    b.decay(0.75)
+    _assert_same(a, b, set(keys[:500]))
