@@ -25,12 +25,12 @@ import heapq
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 from hotkeyd.clock import Clock
 from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, TickResult
-from hotkeyd.detector.keys import decode_ident, encode_keys, encode_lines
+from hotkeyd.detector.intake import Intake, count_lines, count_nonempty_lines
+from hotkeyd.detector.keys import decode_ident, encode_lines
 from hotkeyd.detector.state import HotKey, HotSet
 from hotkeyd.detector.window import SketchLike, SubWindowRing
 from hotkeyd.errors import ConfigError, SketchError
@@ -125,6 +125,7 @@ class Detector:
         self._t0 = clock.monotonic()
         self._last: dict[bytes, float] = {}  # ident -> rate at the last tick
         self._log = RateLimitedLog(logger, 10.0, clock.monotonic)
+        self._intake = Intake(config.max_key_len, self._log)
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -194,21 +195,24 @@ class Detector:
                 f"badscale:{source}", "source %s: bad batch scale %r, using 1", source, scale
             )
             scale = 1.0
+        db = batch.db
+        if isinstance(db, bool) or not isinstance(db, int) or db < 0:
+            return self._reject_db(batch, source)
         slot = None if index is None else self._ring.slot(index)
         sketch = None if slot is None else slot.sketch
         rw = batch.writes is not None
         if batch.lines is not None:
             if sketch is None:
-                events, oversized, malformed = self._count_lines(batch.lines, batch.counted)
+                events, oversized, malformed = count_lines(batch.lines, batch.counted)
             else:
                 buf = encode_lines(batch.lines, batch.db)
                 events, oversized, malformed = sketch.update_lines(buf, counted=batch.counted)
         elif batch.keys is not None:
-            events, oversized, malformed = self._add_keys(
+            events, oversized, malformed = self._intake.add_keys(
                 sketch, batch.keys, batch.counts, batch.db, source
             )
         elif batch.writes is not None:  # a batch of writes only: they are the accesses
-            events, oversized, malformed = self._add_keys(
+            events, oversized, malformed = self._intake.add_keys(
                 sketch, batch.writes, batch.write_counts, batch.db, source
             )
         else:
@@ -224,6 +228,16 @@ class Detector:
             self._count_bad(source, oversized, malformed, late)
         return IngestResult(events=events, oversized=oversized, malformed=malformed, late=late)
 
+    def _reject_db(self, batch: Batch, source: str) -> IngestResult:
+        """A batch with an impossible database number: count it as malformed, rate nothing."""
+        if batch.lines is not None:
+            bad = count_nonempty_lines(batch.lines)
+        else:
+            bad = len(batch.keys if batch.keys is not None else batch.writes or ())
+        self._log.warning(f"db:{source}", "source %s: bad db %r; batch dropped", source, batch.db)
+        self._count_bad(source, 0, bad, 0)
+        return IngestResult(malformed=bad)
+
     def _ingest_writes(self, index: int, batch: Batch, scale: float, source: str) -> None:
         assert batch.writes is not None
         if self._wring is None:  # allocated on the first batch that reports writes
@@ -231,100 +245,10 @@ class Detector:
                 self._n, self._wfactory, self._cache_cap, start=self._ring.cur
             )
         slot = self._wring.slot(index)
-        events, _, _ = self._add_keys(
+        events, _, _ = self._intake.add_keys(
             slot.sketch, batch.writes, batch.write_counts, batch.db, source
         )
         slot.touched(events, scale, True)
-
-    def _add_keys(
-        self,
-        sketch: SketchLike | None,
-        keys: Sequence[bytes],
-        counts: Any,
-        db: int,
-        source: str,
-    ) -> tuple[int, int, int]:
-        """Add keys (and counts) to ``sketch`` (only count them when None)."""
-        if len(keys) == 0:
-            return 0, 0, 0
-        if counts is not None and len(counts) != len(keys):
-            self._log.warning(
-                f"counts:{source}",
-                "source %s: %d keys but %d counts; batch dropped",
-                source,
-                len(keys),
-                len(counts),
-            )
-            return 0, 0, len(keys)
-        idents = encode_keys(keys, db)
-        limit = self.config.max_key_len
-        oversized = 0
-        if max(map(len, idents)) > limit:
-            keep = [i for i, k in enumerate(idents) if len(k) <= limit]
-            oversized = len(idents) - len(keep)
-            idents = [idents[i] for i in keep]
-            counts = None if counts is None else [counts[i] for i in keep]
-            if not idents:
-                return 0, oversized, 0
-        events = len(idents) if counts is None else int(sum(counts))
-        if sketch is None:
-            return events, oversized, 0
-        try:
-            sketch.update_many(idents, counts)
-        except (SketchError, ValueError, TypeError) as exc:
-            return self._add_one_by_one(sketch, idents, counts, oversized, source, exc)
-        return events, oversized, 0
-
-    def _add_one_by_one(
-        self,
-        sketch: SketchLike,
-        idents: Sequence[bytes],
-        counts: Any,
-        oversized: int,
-        source: str,
-        exc: Exception,
-    ) -> tuple[int, int, int]:
-        """Slow path after a rejected batch: keep the good entries, count the bad ones."""
-        self._log.warning(
-            f"keys:{source}",
-            "source %s: batch rejected by the sketch (%s); adding keys one by one",
-            source,
-            exc,
-        )
-        events = malformed = 0
-        for i, ident in enumerate(idents):
-            c = 1 if counts is None else counts[i]
-            try:
-                sketch.update_many([ident], [c])
-            except (SketchError, ValueError, TypeError):
-                malformed += 1
-                continue
-            events += int(c)
-        return events, oversized, malformed
-
-    def _count_lines(
-        self, buf: bytes | bytearray | memoryview, counted: bool
-    ) -> tuple[int, int, int]:
-        """Count the events of a late batch without a sketch (rare path)."""
-        data = bytes(buf)
-        if not counted:
-            lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-            return max(0, lines - data.count(b"\n\n")), 0, 0
-        events = malformed = 0
-        for line in data.split(b"\n"):
-            line = line.rstrip(b"\r")
-            if not line:
-                continue
-            _, tab, num = line.rpartition(b"\t")
-            try:
-                n = int(num) if tab else -1
-            except ValueError:
-                n = -1
-            if n < 0:
-                malformed += 1
-            else:
-                events += n
-        return events, 0, malformed
 
     def _count_bad(self, source: str, oversized: int, malformed: int, late: int) -> None:
         m = self._metrics

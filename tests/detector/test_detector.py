@@ -343,7 +343,7 @@ def test_late_lines_are_counted(make_sim: MakeSim) -> None:
     sim = make_sim(RULES)
     sim.run(None, 3.0)
     old = sim.clock.time() - 2.5
-    res = sim.det.ingest(Batch(lines=b"a\nb\nc\n", ts=old, source="f"))
+    res = sim.det.ingest(Batch(lines=b"\na\n\n\n\nb\r\nc", ts=old, source="f"))
     assert (res.events, res.late) == (0, 3)
     res = sim.det.ingest(Batch(lines=b"a\t4\nb\t5\nbad\n", counted=True, ts=old, source="f"))
     assert (res.events, res.late, res.malformed) == (0, 9, 1)

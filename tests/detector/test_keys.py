@@ -55,3 +55,14 @@ def test_bad_rules_file_leaves_old_rules_in_force(make_sim: MakeSim) -> None:
     assert sim.det.rules is old
     sim.run({b"a1": 10.0}, 1.0)
     assert [e.rule for e in sim.det.hot()] == ["a"]
+
+
+@pytest.mark.parametrize("db", [-1, "3", True])
+def test_bad_db_is_counted_not_rated(make_sim: MakeSim, db: object) -> None:
+    sim = make_sim(parse_rules("[default]\nthreshold = 10\n"))
+    res = sim.det.ingest(Batch(lines=b"a\nb\r\n\nc\n", db=db, source="x"))  # type: ignore[arg-type]
+    assert (res.events, res.malformed) == (0, 3)
+    res = sim.det.ingest(Batch(keys=[b"a", b"b"], db=db, source="x"))  # type: ignore[arg-type]
+    assert (res.events, res.malformed) == (0, 2)
+    sim.step()
+    assert sim.det.top() == []
