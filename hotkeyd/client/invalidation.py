@@ -69,7 +69,7 @@ class ServerTracking:
     matching key, read or not), and pushes ``invalidate`` messages on the same
     connection. A small thread drains those pushes every ``poll_interval`` seconds and
     calls ``on_invalidate(key)`` (``on_invalidate(None)``: flush everything, sent by
-    Redis on FLUSHALL/FLUSHDB or when its tracking table evicts).
+    Redis on FLUSHALL/FLUSHDB; keys evicted from its tracking table arrive as keys).
 
     Reads and the drain share one lock, so a hot read through :meth:`read` and the
     pushes never interleave on the socket.
