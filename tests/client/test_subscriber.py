@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import redis
 import redis.asyncio as aredis
 
-from hotkeyd.client import AsyncSubscriber, Subscriber
+from hotkeyd.client import AsyncSubscriber, HotSet, Subscriber
+from hotkeyd.clock import ManualClock
 from hotkeyd.testing import RedisServer
 from hotkeyd.wire import Namespace
 
@@ -142,3 +144,40 @@ def test_async_subscriber_bootstrap_live_and_gap(
             await client.aclose()
 
     asyncio.run(main())
+
+
+def test_ttl_expiry_uses_the_clock_passed_in(
+    r: redis.Redis, ns: Namespace, daemon: FakeDaemon
+) -> None:
+    clock = ManualClock()
+    cooled: list[bytes] = []
+    hotset = HotSet(clock, on_cool=cooled.append)
+    daemon.write_snapshot()
+    with Subscriber(r, hotset, namespace=ns) as sub:
+        assert sub.clock is clock
+        daemon.make_hot(b"k", ttl_ms=1000)
+        daemon.final()  # the daemon goes away: the entry stays until its TTL
+        assert wait_until(lambda: sub.hotset.last_seq(daemon.instance) == daemon.seq)
+        assert b"k" in hotset
+        clock.advance(0.9)
+        assert not wait_until(lambda: b"k" not in hotset, timeout=0.2)
+        clock.advance(0.2)
+        assert wait_until(lambda: cooled == [b"k"])
+
+
+def test_reconnect_backs_off_while_redis_is_down(
+    redis_server: RedisServer, r: redis.Redis, ns: Namespace
+) -> None:
+    FakeDaemon(r, ns).write_snapshot()
+    sub = Subscriber(r, namespace=ns, backoff=(0.05, 0.4)).start()
+    try:
+        assert sub.wait_ready(5)
+        redis_server.stop()
+        assert wait_until(lambda: not sub.connected, timeout=5)
+        time.sleep(1.5)  # several failed attempts; the delay has grown to its cap
+        assert sub.backoff._next == 0.4
+        redis_server.start()
+        assert wait_until(lambda: sub.connected and sub.stats.reconnects >= 1, timeout=10)
+        assert sub.backoff._next == 0.05  # reset after success
+    finally:
+        sub.stop()
