@@ -208,7 +208,10 @@ class _Tap:
                     pair[0].update(keys)
                     if tag & 1:
                         pair[1].update(keys)
-                self.acc_ts = max(self.acc_ts, ts1)
+                # MONITOR stamps lines with the server's clock; shift it onto ours by the
+                # smallest offset seen on this connection, so skew is not taken for lag.
+                shift = self._lag_base if self._lag_base != float("inf") else 0.0
+                self.acc_ts = max(self.acc_ts, ts1 + shift)
                 src.cond.notify()
 
     def account(self, nbytes: int) -> None:
