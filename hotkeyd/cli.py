@@ -336,11 +336,11 @@ def _read_top(redis_url: str, namespace: str, http: str | None) -> dict[str, Any
             raise HotkeydError(f"cannot read {url}: {exc}") from exc
         data.setdefault("instances", [data.get("instance", "?")])
         return data
-    from hotkeyd.redisconn import connect
+    from hotkeyd.redisconn import client_from_url
     from hotkeyd.snapshot import read_merged
     from hotkeyd.wire import Namespace
 
-    client = connect(redis_url)
+    client = client_from_url(redis_url)
     return read_merged(client, Namespace(prefix=namespace))
 
 
@@ -405,10 +405,10 @@ def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, co
     from hotkeyd.wire import Message, Namespace, WireError
 
     def go() -> int:
-        from hotkeyd.redisconn import connect
+        from hotkeyd.redisconn import client_from_url
 
         ns = Namespace(prefix=namespace, channel_override=channel)
-        client = connect(redis_url)
+        client = client_from_url(redis_url)
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(ns.channel)
@@ -483,10 +483,10 @@ def check(http: str, redis_url: str | None, namespace: str, max_age: float) -> N
 
     def go() -> int:
         if redis_url:
-            from hotkeyd.redisconn import connect
+            from hotkeyd.redisconn import client_from_url
             from hotkeyd.wire import Namespace
 
-            client = connect(redis_url)
+            client = client_from_url(redis_url)
             newest = client.zrevrange(Namespace(prefix=namespace).instances, 0, 0, withscores=True)
             if not newest:
                 raise HotkeydError("no hotkeyd instance has written a heartbeat")

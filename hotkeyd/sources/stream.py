@@ -18,6 +18,7 @@ import io
 import logging
 import os
 import queue
+import select
 import sys
 import threading
 import time
@@ -136,7 +137,7 @@ class StreamSource:
         if self._stream is not None:
             return self._stream
         if self.path == "-":
-            return sys.stdin.buffer
+            return _StdinReader(sys.stdin.fileno(), self._stop)
         return open(self.path, "rb")
 
     def _run(self) -> None:
@@ -182,7 +183,7 @@ class StreamSource:
             if rest and not skipping and not self._stop.is_set():
                 self._put(rest)  # a last line without a newline still counts
         finally:
-            if f is not sys.stdin.buffer and f is not self._stream:
+            if f is not self._stream:
                 f.close()
 
     def _wait_for_more(
@@ -204,3 +205,31 @@ class StreamSource:
             f.close()
             return open(self.path, "rb"), b"", False
         return f, rest, skipping
+
+
+class _StdinReader(io.RawIOBase):
+    """Reads stdin's file descriptor directly, waking up to notice a stop request.
+
+    ``sys.stdin.buffer`` cannot be used from the reader thread: a thread blocked in
+    its ``read`` holds the buffer's lock, and the interpreter aborts at exit when it
+    cannot take that lock. ``select`` with a timeout lets the thread end cleanly.
+    """
+
+    def __init__(self, fd: int, stop: threading.Event) -> None:
+        super().__init__()
+        self._fd = fd
+        self._stop = stop
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = _CHUNK) -> bytes:
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self._fd], [], [], 0.2)
+            if ready:
+                return os.read(self._fd, size)
+        return b""
+
+    def close(self) -> None:
+        """Leave the process's stdin open."""
+        super().close()
