@@ -16,6 +16,7 @@ It also holds :class:`Backoff` (capped exponential delays with jitter).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import secrets
@@ -69,7 +70,12 @@ def normalize_top(
         entry["rate"] = round(float(entry.get("rate", 0.0)), 3)
         out.append(entry)
     out.sort(key=lambda e: -e["rate"])
-    return tuple(out[:limit])
+    kept = tuple(out[:limit])
+    try:  # fail here, in the caller, rather than later in a background sender
+        json.dumps(kept)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"top entries must be JSON-serializable: {exc}") from exc
+    return kept
 
 
 @runtime_checkable

@@ -272,6 +272,11 @@ class RedisPublisher:
                 retry_at = time.monotonic() + self._backoff.next_delay()
                 self._on_failure(exc, batch)
                 continue
+            except Exception as exc:  # a bug must not silently end publishing for good
+                logger.exception("hotkeyd: unexpected error in the publisher thread")
+                retry_at = time.monotonic() + self._backoff.next_delay()
+                self._on_failure(exc, batch)
+                continue
             self._on_success()
             retry_at = 0.0
         self._shutdown()

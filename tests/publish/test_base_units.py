@@ -74,6 +74,8 @@ def test_normalize_top_encodes_binary_keys() -> None:
     assert entry == {"key": "/wA=", "enc": "base64", "rate": 3.0, "rule": "r"}
     with pytest.raises(TypeError):
         normalize_top([{"key": 5, "rate": 1.0}])
+    with pytest.raises(TypeError, match="JSON-serializable"):
+        normalize_top([{"key": "a", "rate": 1.0, "extra": object()}])
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:
