@@ -408,6 +408,7 @@ class _Sketch:
                 return
 
     def _offer(self, key: bytes, h: int, v: int) -> None:
+        """As ``topk_offer`` in C: a member's count becomes max(count, v)."""
         if v == 0:
             return
         heap = self._heap
@@ -420,20 +421,20 @@ class _Sketch:
                 heap[pos][0] = v
                 self._sift_down(pos)
             return
-        n = len(key)
+        klen = len(key)
         if size < self._k:
-            if self._live + n > self._key_bytes:
+            if self._live + klen > self._key_bytes:
                 return
             heap.append([v, h, key])
             self._index[key] = size
-            self._live += n
+            self._live += klen
             self._sift_up(size)
         else:
             old = heap[0][2]
-            if self._live - len(old) + n > self._key_bytes:
+            if self._live - len(old) + klen > self._key_bytes:
                 return
             del self._index[old]
-            self._live += n - len(old)
+            self._live += klen - len(old)
             heap[0] = [v, h, key]
             self._index[key] = 0
             self._sift_down(0)
@@ -546,8 +547,10 @@ class _Sketch:
             h = murmur3_32(kb, self._seed)
             est = self._cell_estimate(h)
             pos = self._index.get(kb)
-            if pos is not None and self._heap[pos][0] > est:
-                est = self._heap[pos][0]
+            if pos is not None:
+                c = self._heap[pos][0]
+                if (c > est) if self._KIND == KIND_HEAVYKEEPER else (c < est):
+                    est = c
         return est
 
     def decay(self, factor: float) -> None:

@@ -408,7 +408,12 @@ static uint32_t arena_alloc(sk_sketch *s, const void *key, uint32_t len) {
     return off;
 }
 
-/* Offer (key, v) to the heap; v is the key's current sketch estimate. */
+/* Offer (key, v) to the heap; v is the key's sketch estimate after the update.
+ * As in the HeavyKeeper paper, a member's count becomes max(count, v). For
+ * HeavyKeeper both are lower bounds of the true count; for Count-Min both are
+ * upper bounds. (Adding the exact increment to members was tried: tighter counts,
+ * but lower precision, because members then outrank non-members whose estimates
+ * are decayed; see docs/sketch.md.) */
 static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, uint32_t v) {
     int64_t pos;
     if (v == 0)
@@ -548,8 +553,10 @@ uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
                 est = c;
         }
     }
+    /* Heap counts are tighter bounds: lower for HeavyKeeper, upper for Count-Min. */
     pos = heap_find(s, h, key, len);
-    if (pos >= 0 && s->heap[pos].count > est)
+    if (pos >= 0 && (s->kind == SK_KIND_HEAVYKEEPER ? s->heap[pos].count > est
+                                                    : s->heap[pos].count < est))
         est = s->heap[pos].count;
     return est;
 }
