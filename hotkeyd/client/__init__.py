@@ -3,8 +3,9 @@
 - :class:`HotSet` - which keys are hot now (sequence-checked, TTL-expired, callbacks).
 - :class:`Subscriber` / :class:`AsyncSubscriber` - keep a HotSet current from Redis
   (subscribe, then snapshot, then buffered messages; resync on gaps and reconnects).
-- :class:`HotCache` - redis-py wrapper serving hot keys from a bounded local cache
-  with single-flight refresh, and broadcasting invalidations on writes.
+- :class:`HotCache` / :class:`AsyncHotCache` - redis-py / redis.asyncio wrapper serving
+  hot keys from a bounded local cache with single-flight refresh, and broadcasting
+  invalidations on writes.
 - :class:`ShardedCounter` - split a write-hot counter over N keys; never oversells.
 - :class:`ClientMetrics` - optional Prometheus metrics on an explicit registry.
 """
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 from hotkeyd.client.aio import AsyncSubscriber
+from hotkeyd.client.aiocache import AsyncHotCache
 from hotkeyd.client.cache import HotCache
 from hotkeyd.client.hotset import ApplyResult, HotItem, HotSet
 from hotkeyd.client.invalidation import ServerTracking, decode_invalidation, encode_invalidation
@@ -22,6 +24,7 @@ from hotkeyd.client.subscriber import Subscriber, SubscriberStats, read_snapshot
 
 __all__ = [
     "ApplyResult",
+    "AsyncHotCache",
     "AsyncSubscriber",
     "CacheStats",
     "ClientMetrics",

@@ -28,14 +28,14 @@ from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import (
     ServerTracking,
     TrackingMode,
-    decode_invalidation,
+    apply_invalidation,
     encode_invalidation,
 )
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.subscriber import Subscriber
 from hotkeyd.clock import Clock
 from hotkeyd.errors import ClientError
-from hotkeyd.wire import Namespace, WireError
+from hotkeyd.wire import Namespace
 
 __all__ = ["CacheStats", "HotCache", "LocalCache"]
 
@@ -345,14 +345,8 @@ class HotCache:
 
     # ------------------------------------------------------------ invalidations
     def _on_invalidation(self, payload: bytes) -> None:
-        try:
-            _origin, keys = decode_invalidation(payload)
-        except WireError as exc:
+        if not apply_invalidation(payload, self.local.invalidate):
             self.bad_invalidations += 1
-            self._warn(logging.WARNING, "bad invalidation message: %s", exc)
-            return
-        for kb in keys:
-            self.local.invalidate(kb)
 
     def _on_tracking_push(self, key: bytes | None) -> None:
         if key is None:

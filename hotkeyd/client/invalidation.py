@@ -31,7 +31,13 @@ from redis.retry import Retry
 from hotkeyd.client._util import RateLimitedLog
 from hotkeyd.wire import WireError, decode_key, encode_key
 
-__all__ = ["ServerTracking", "TrackingMode", "decode_invalidation", "encode_invalidation"]
+__all__ = [
+    "ServerTracking",
+    "TrackingMode",
+    "apply_invalidation",
+    "decode_invalidation",
+    "encode_invalidation",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +64,25 @@ def decode_invalidation(payload: bytes) -> tuple[str, list[bytes]]:
             raise WireError(f"bad key entry {k!r}")
         keys.append(decode_key(k))
     return str(obj.get("origin", "")), keys
+
+
+_bad_log = RateLimitedLog(logger)
+
+
+def apply_invalidation(payload: bytes, drop: Callable[[bytes], object]) -> bool:
+    """Call ``drop(key)`` for each key of an invalidation payload.
+
+    Returns False (after a rate-limited warning) when the payload is malformed, so the
+    caller can count it; bad input on the channel is never fatal.
+    """
+    try:
+        _origin, keys = decode_invalidation(payload)
+    except WireError as exc:
+        _bad_log(logging.WARNING, "bad invalidation message: %s", exc)
+        return False
+    for k in keys:
+        drop(k)
+    return True
 
 
 class ServerTracking:

@@ -138,6 +138,11 @@ class LocalCache:
             return True, e.value
         return False, None
 
+    def peek(self, ckey: Hashable) -> tuple[Any, float] | None:
+        """``(value, expires)`` of ``ckey`` even if expired (for logical expiry), or None."""
+        e = self._data.get(ckey)
+        return None if e is None else (e.value, e.expires)
+
     def load(self, ckey: Hashable, rkey: bytes, loader: Callable[[], T], ttl: float) -> T:
         """Return the cached value or refresh it with ``loader`` (single-flight)."""
         now = self.clock.monotonic()

@@ -217,7 +217,9 @@ class Subscriber(SubscriberCore):
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
     ) -> None:
-        clock = clock if clock is not None else (hotset.clock if hotset is not None else SystemClock())
+        clock = (
+            clock if clock is not None else (hotset.clock if hotset is not None else SystemClock())
+        )
         super().__init__(hotset if hotset is not None else HotSet(clock), namespace or Namespace())
         self.client = client
         self.clock = clock

@@ -1,0 +1,233 @@
+"""AsyncHotCache: the asyncio twin of :class:`~hotkeyd.client.cache.HotCache`.
+
+Same behaviour on ``redis.asyncio``: cold keys pass through after one dict lookup, hot
+keys come from a bounded :class:`~hotkeyd.client.local.LocalCache`, refreshes are
+single-flight (followers await the leader's future, or take the stale copy within
+``stale_for``), and writes publish an invalidation in the same round trip. It is fed
+by an :class:`~hotkeyd.client.aio.AsyncSubscriber` on the same event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
+
+import redis.asyncio as aredis
+
+from hotkeyd.client._util import key_bytes
+from hotkeyd.client.aio import AsyncSubscriber
+from hotkeyd.client.hotset import HotItem, HotSet
+from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
+from hotkeyd.client.local import CacheStats, LocalCache
+from hotkeyd.clock import Clock
+from hotkeyd.errors import ClientError
+from hotkeyd.wire import Namespace
+
+__all__ = ["AsyncHotCache"]
+
+T = TypeVar("T")
+_RETRY = object()
+
+
+class AsyncHotCache:
+    """``redis.asyncio`` wrapper caching hot keys locally; see :class:`HotCache` for args."""
+
+    def __init__(
+        self,
+        client: aredis.Redis,
+        subscriber: AsyncSubscriber | None = None,
+        *,
+        namespace: Namespace | None = None,
+        clock: Clock | None = None,
+        max_entries: int = 10_000,
+        max_bytes: int = 32 << 20,
+        max_ttl: float | None = None,
+        stale_for: float = 1.0,
+        wait_timeout: float = 0.5,
+    ) -> None:
+        self.client = client
+        self._owns_subscriber = subscriber is None
+        if subscriber is None:
+            subscriber = AsyncSubscriber(client, namespace=namespace, clock=clock)
+        self.subscriber = subscriber
+        self.hotset: HotSet = subscriber.hotset
+        self.clock = self.hotset.clock
+        self.local = LocalCache(
+            max_entries, max_bytes, clock=self.clock, stale_for=stale_for, wait_timeout=wait_timeout
+        )
+        self.max_ttl = max_ttl
+        self.origin = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._channel = subscriber.namespace.invalidate_channel
+        self._db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+        self._hot = self.hotset.items
+        self._futures: dict[Hashable, asyncio.Future[Any]] = {}
+        self.bad_invalidations = 0
+        self.hotset.add_listener(on_cool=self.local.invalidate)
+        subscriber.add_invalidation_listener(self._on_invalidation)
+        subscriber.add_reset_listener(self.local.clear)
+
+    async def start(self, timeout: float = 10.0) -> AsyncHotCache:
+        """Start the subscriber and wait until the hot set is bootstrapped."""
+        await self.subscriber.start()
+        if not await self.subscriber.wait_ready(timeout):
+            raise ClientError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+        return self
+
+    async def close(self) -> None:
+        """Stop the subscriber if this cache created it (not the client)."""
+        if self._owns_subscriber:
+            await self.subscriber.stop()
+
+    async def __aenter__(self) -> AsyncHotCache:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def stats(self) -> CacheStats:
+        return self.local.stats
+
+    # -------------------------------------------------------------------- reads
+    async def get(self, name: Any) -> Any:
+        k = name if name.__class__ is bytes else key_bytes(name)
+        item = self._hot.get(k)
+        if item is None:
+            return await self.client.get(name)
+        return await self._hot_read(item, ("g", k), k, "GET", name)
+
+    async def hget(self, name: Any, key: Any) -> Any:
+        k = name if name.__class__ is bytes else key_bytes(name)
+        item = self._hot.get(k)
+        if item is None:
+            return await self.client.hget(name, key)
+        return await self._hot_read(item, ("h", k, key_bytes(key)), k, "HGET", name, key)
+
+    async def hgetall(self, name: Any) -> Any:
+        k = name if name.__class__ is bytes else key_bytes(name)
+        item = self._hot.get(k)
+        if item is None:
+            return await self.client.hgetall(name)
+        return dict(await self._hot_read(item, ("H", k), k, "HGETALL", name))
+
+    async def cached(
+        self, key: Any, loader: Callable[[], Awaitable[T]], ttl: float | None = None
+    ) -> T:
+        """``await loader()`` cached while ``key`` is hot, single-flight."""
+        k = key if key.__class__ is bytes else key_bytes(key)
+        item = self._hot.get(k)
+        if item is None or item.expires <= self.clock.monotonic():
+            return await loader()
+        result: T = await self._load(("c", k), k, loader, self._ttl(item) if ttl is None else ttl)
+        return result
+
+    async def _hot_read(
+        self, item: HotItem, ckey: Hashable, k: bytes, command: str, *args: Any
+    ) -> Any:
+        now = self.clock.monotonic()
+        if item.expires <= now or item.entry.db != self._db:
+            return await self.client.execute_command(command, *args)
+        hit, value = self.local.get_fresh(ckey, now)
+        if hit:
+            return value
+        return await self._load(
+            ckey, k, lambda: self.client.execute_command(command, *args), self._ttl(item)
+        )
+
+    async def _load(
+        self, ckey: Hashable, k: bytes, loader: Callable[[], Awaitable[Any]], ttl: float
+    ) -> Any:
+        now = self.clock.monotonic()
+        hit, value = self.local.get_fresh(ckey, now)
+        if hit:
+            return value
+        fut = self._futures.get(ckey)
+        if fut is not None:  # a refresh is in flight on this loop: follow it
+            peek = self.local.peek(ckey)
+            if peek is not None and now < peek[1] + self.local.stale_for:
+                self.local.stats.stale_hits += 1
+                return peek[0]
+            self.local.stats.waits += 1
+            try:
+                value = await asyncio.wait_for(asyncio.shield(fut), self.local.wait_timeout)
+            except asyncio.TimeoutError:
+                return await loader()  # leader too slow: read through, uncached
+            return await loader() if value is _RETRY else value
+        flight, entry = self.local.begin(ckey, k, now)
+        if flight is None:  # fresh meanwhile, or a thread of another loop refreshes it
+            if entry is not None and now < entry.expires + self.local.stale_for:
+                return entry.value
+            return await loader()
+        fut = asyncio.get_running_loop().create_future()
+        self._futures[ckey] = fut
+        try:
+            value = await loader()
+        except Exception as exc:
+            self.local.fail(flight, exc)
+            fut.set_exception(exc)  # followers see the leader's error: no retry storm
+            fut.exception()  # mark retrieved: there may be no follower
+            raise
+        except BaseException as exc:  # leader cancelled: followers read for themselves
+            self.local.fail(flight, exc)
+            fut.set_result(_RETRY)
+            raise
+        finally:
+            self._futures.pop(ckey, None)
+        self.local.finish(flight, value, ttl)
+        fut.set_result(value)
+        return value
+
+    def _ttl(self, item: HotItem) -> float:
+        ttl = item.entry.ttl_ms / 1000.0
+        return ttl if self.max_ttl is None else min(ttl, self.max_ttl)
+
+    # ------------------------------------------------------------------- writes
+    async def set(self, name: Any, value: Any, **kwargs: Any) -> Any:
+        return await self._write((name,), lambda p: p.set(name, value, **kwargs))
+
+    async def delete(self, *names: Any) -> Any:
+        return await self._write(names, lambda p: p.delete(*names))
+
+    async def incrby(self, name: Any, amount: int = 1) -> Any:
+        return await self._write((name,), lambda p: p.incrby(name, amount))
+
+    incr = incrby
+
+    async def decrby(self, name: Any, amount: int = 1) -> Any:
+        return await self._write((name,), lambda p: p.decrby(name, amount))
+
+    decr = decrby
+
+    async def hset(self, name: Any, key: Any = None, value: Any = None, mapping: Any = None) -> Any:
+        return await self._write((name,), lambda p: p.hset(name, key, value, mapping=mapping))
+
+    async def hdel(self, name: Any, *keys: Any) -> Any:
+        return await self._write((name,), lambda p: p.hdel(name, *keys))
+
+    async def expire(self, name: Any, time: Any, **kwargs: Any) -> Any:
+        return await self._write((name,), lambda p: p.expire(name, time, **kwargs))
+
+    async def invalidate(self, *names: Any) -> None:
+        """Drop ``names`` here and broadcast their invalidation."""
+        kbs = [key_bytes(n) for n in names]
+        await self.client.publish(self._channel, encode_invalidation(self.origin, kbs))
+        for kb in kbs:
+            self.local.invalidate(kb)
+
+    async def _write(self, names: tuple[Any, ...], add: Callable[[Any], Any]) -> Any:
+        kbs = [key_bytes(n) for n in names]
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                add(pipe)
+                pipe.publish(self._channel, encode_invalidation(self.origin, kbs))
+                return (await pipe.execute())[0]
+        finally:
+            for kb in kbs:
+                self.local.invalidate(kb)
+
+    def _on_invalidation(self, payload: bytes) -> None:
+        if not apply_invalidation(payload, self.local.invalidate):
+            self.bad_invalidations += 1
