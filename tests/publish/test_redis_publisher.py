@@ -356,3 +356,24 @@ def test_client_bootstrap_from_snapshot_then_stream_has_no_gap(
     assert state == {e.key for e in pub._state.hot_set()}
     assert state >= {b"live-198", b"live-199"}
     r.close()
+
+
+def test_db_index_from_url_holds_the_snapshot(
+    redis_server: RedisServer,
+    unique: str,
+    publishers: Callable[..., RedisPublisher],
+    subscribers: Callable[[str, str], Subscriber],
+) -> None:
+    ns = Namespace(prefix=f"t{unique}")
+    url = f"redis://127.0.0.1:{redis_server.port}/3"
+    sub = subscribers(url, ns.channel)  # pub/sub spans databases; keys do not
+    pub = publishers(url, ns, instance="db3")
+    pub.start()
+    pub.publish([hot(b"in-db-3")], [], [])
+    sub.until(lambda m: any(e.key == b"in-db-3" for e in m.hot))
+    db3 = redis.Redis(host="127.0.0.1", port=redis_server.port, db=3)
+    db0 = redis.Redis(host="127.0.0.1", port=redis_server.port, db=0)
+    wait_until(lambda: db3.exists(ns.snapshot("db3")), what="snapshot in db 3")
+    assert not db0.exists(ns.snapshot("db3")) and db0.zcard(ns.instances) == 0
+    db3.close()
+    db0.close()
