@@ -23,7 +23,7 @@ from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.clock import Clock
-from hotkeyd.errors import ClientError
+from hotkeyd.errors import UnreachableError
 from hotkeyd.wire import Namespace
 
 __all__ = ["AsyncHotCache"]
@@ -47,6 +47,7 @@ class AsyncHotCache:
         max_ttl: float | None = None,
         stale_for: float = 1.0,
         wait_timeout: float = 0.5,
+        metrics: Any = None,
     ) -> None:
         self.client = client
         self._owns_subscriber = subscriber is None
@@ -68,12 +69,14 @@ class AsyncHotCache:
         self.hotset.add_listener(on_cool=self.local.invalidate)
         subscriber.add_invalidation_listener(self._on_invalidation)
         subscriber.add_reset_listener(self.local.clear)
+        if metrics is not None:
+            metrics.bind(self)
 
     async def start(self, timeout: float = 10.0) -> AsyncHotCache:
         """Start the subscriber and wait until the hot set is bootstrapped."""
         await self.subscriber.start()
         if not await self.subscriber.wait_ready(timeout):
-            raise ClientError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+            raise UnreachableError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
         return self
 
     async def close(self) -> None:

@@ -34,7 +34,7 @@ from hotkeyd.client.invalidation import (
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.subscriber import Subscriber
 from hotkeyd.clock import Clock
-from hotkeyd.errors import ClientError
+from hotkeyd.errors import ClientError, UnreachableError
 from hotkeyd.wire import Namespace
 
 __all__ = ["CacheStats", "HotCache", "LocalCache"]
@@ -143,7 +143,7 @@ class HotCache:
         self._started = True
         self.subscriber.start()
         if not self.subscriber.wait_ready(timeout):
-            raise ClientError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+            raise UnreachableError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
         return self
 
     def close(self) -> None:

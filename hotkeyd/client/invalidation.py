@@ -187,8 +187,16 @@ class ServerTracking:
                     conn.send_packed_command(
                         conn.pack_commands([("CLIENT", "CACHING", "YES"), (command, *args)])
                     )
-                    conn.read_response()
-                    return conn.read_response()
+                    replies = []
+                    for _ in range(2):  # read both, even after an error: keep the socket in step
+                        try:
+                            replies.append(conn.read_response())
+                        except redis.ResponseError as exc:
+                            replies.append(exc)
+                    for rep in replies:
+                        if isinstance(rep, redis.ResponseError):
+                            raise rep
+                    return replies[1]
                 conn.send_command(command, *args)
                 return conn.read_response()
             except (redis.ConnectionError, redis.TimeoutError):

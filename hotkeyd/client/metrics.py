@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from hotkeyd.client.aiocache import AsyncHotCache
     from hotkeyd.client.cache import HotCache
 
 __all__ = ["ClientMetrics"]
@@ -76,11 +77,11 @@ class ClientMetrics(Collector):
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._lock = threading.Lock()
-        self._caches: list[HotCache] = []
+        self._caches: list[HotCache | AsyncHotCache] = []
         self.registry.register(self)
 
-    def bind(self, cache: HotCache) -> None:
-        """Report ``cache`` (HotCache calls this when given ``metrics=``)."""
+    def bind(self, cache: HotCache | AsyncHotCache) -> None:
+        """Report ``cache`` (the caches call this when given ``metrics=``)."""
         with self._lock:
             self._caches.append(cache)
 

@@ -238,3 +238,15 @@ def test_hot_entry_of_another_db_is_not_served_locally(cache: HotCache, r: redis
     assert cache.get("same-name") == b"db0"
     assert cache.mget(["same-name"]) == [b"db0"]
     assert len(cache.local) == 0
+
+
+def test_unreachable_redis_is_a_clear_error(ns: Namespace) -> None:
+    from hotkeyd.errors import UnreachableError
+    from hotkeyd.testing import free_port
+
+    cache = HotCache(redis.Redis(port=free_port(), socket_connect_timeout=0.2), namespace=ns)
+    try:
+        with pytest.raises(UnreachableError, match="not ready"):
+            cache.start(timeout=0.5)
+    finally:
+        cache.close()

@@ -54,3 +54,16 @@ def test_flushall_clears_everything(tracked: HotCache, r: redis.Redis, daemon: F
     assert wait_until(lambda: tracked.get("item:2") == b"v" and b"item:2" in tracked.local)
     r.flushall()
     assert wait_until(lambda: len(tracked.local) == 0, timeout=1.0)
+
+
+def test_error_reply_keeps_the_tracking_connection_usable(
+    tracked: HotCache, r: redis.Redis, daemon: FakeDaemon
+) -> None:
+    r.hset("item:h", mapping={"f": "1"})
+    r.set("item:s", b"ok")
+    daemon.make_hot(b"item:h", b"item:s", ttl_ms=60_000)
+    assert wait_until(lambda: len(tracked.hotset) == 2)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        tracked.get("item:h")
+    assert tracked.get("item:s") == b"ok"
+    assert tracked.hgetall("item:h") == {b"f": b"1"}
