@@ -212,7 +212,8 @@ def _opt(*decls: str, env: str, **kw: Any) -> Callable[[F], F]:
     default="INFO",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
-def run(**opts: Any) -> None:
+@click.option("--print-config", is_flag=True, help="Print the resolved settings as JSON and exit.")
+def run(print_config: bool, **opts: Any) -> None:
     """Run the detection daemon.
 
     \b
@@ -255,6 +256,11 @@ def run(**opts: Any) -> None:
             monitor_duty=opts["monitor_duty"],
             log_level=opts["log_level"].upper(),
         )
+        if print_config:
+            import dataclasses
+
+            click.echo(json.dumps(dataclasses.asdict(settings), default=str, indent=2))
+            return 0
         return run_until_signalled(Service(settings))
 
     sys.exit(_translate(go))
