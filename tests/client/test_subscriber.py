@@ -181,3 +181,31 @@ def test_reconnect_backs_off_while_redis_is_down(
         assert sub.backoff._next == 0.05  # reset after success
     finally:
         sub.stop()
+
+
+def test_async_subscriber_reconnects_after_restart(
+    redis_server: RedisServer, r: redis.Redis, ns: Namespace
+) -> None:
+    daemon = FakeDaemon(r, ns)
+    daemon.make_hot(b"before")
+
+    async def main() -> None:
+        client = aredis.Redis.from_url(redis_server.url)
+        sub = AsyncSubscriber(client, namespace=ns, backoff=(0.02, 0.2))
+        try:
+            await sub.start()
+            assert await sub.wait_ready(5)
+            await asyncio.to_thread(redis_server.restart, 0.2)
+            daemon.make_hot(b"after", publish=False)  # only a resync can find it
+            for _ in range(1000):
+                if sub.stats.reconnects >= 1 and b"after" in sub.hotset:
+                    break
+                if sub.stats.reconnects >= 1 and sub.connected and b"after" not in sub.hotset:
+                    daemon.make_hot(b"after")  # reconnected before the snapshot came back
+                await asyncio.sleep(0.01)
+            assert sub.stats.reconnects >= 1 and b"after" in sub.hotset
+        finally:
+            await sub.stop()
+            await client.aclose()
+
+    asyncio.run(main())
