@@ -38,6 +38,7 @@ import mmh3
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.errors import ClientError
 from hotkeyd.formats import encode_counts
+from hotkeyd.sources.kafka import check_reachable
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
 
@@ -219,6 +220,9 @@ class Reporter:
             kwargs["bootstrap_timeout_ms"] = 5_000
         kwargs.update(self._producer_kwargs)
         try:
+            # A producer whose constructor fails to bootstrap leaks sockets: check first.
+            bootstrap = [self._bootstrap] if isinstance(self._bootstrap, str) else self._bootstrap
+            check_reachable(s.strip() for b in bootstrap for s in b.split(","))
             self._producer = KafkaProducer(**kwargs)
         except Exception as exc:
             self._next_connect = now + 5.0

@@ -21,8 +21,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hotkeyd.clock import Clock, SystemClock
@@ -62,6 +63,19 @@ class _RateLimitedLog:
             logger.log(level, msg + " (%d similar suppressed)", *args, n)
         else:
             logger.log(level, msg, *args)
+
+
+def check_reachable(bootstrap: Iterable[str], timeout: float = 1.0) -> None:
+    """Raise ConnectionError unless some bootstrap server accepts a TCP connection."""
+    errors = []
+    for server in bootstrap:
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError) as exc:
+            errors.append(f"{server}: {exc}")
+    raise ConnectionError("no bootstrap server reachable (" + "; ".join(errors) + ")")
 
 
 def _offset_and_metadata(offset: int) -> Any:
@@ -239,6 +253,10 @@ class KafkaSource:
             kwargs["bootstrap_timeout_ms"] = 5_000  # fail fast and retry with our own backoff
         if factory is KafkaConsumer and "allow_auto_create_topics" in known:
             kwargs["allow_auto_create_topics"] = False  # a reader must not create topics
+        if factory is KafkaConsumer:
+            # A KafkaConsumer whose constructor fails to bootstrap leaks its network thread
+            # and sockets (kafka-python 3.0); do not build one while nothing answers.
+            check_reachable(self.settings.bootstrap)
         consumer = factory(**kwargs)
         try:
             consumer.subscribe(list(self.settings.topics), listener=self._listener())
