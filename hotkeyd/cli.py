@@ -520,6 +520,43 @@ def check(http: str, redis_url: str | None, namespace: str, max_age: float) -> N
     sys.exit(_translate(go))
 
 
+@cli.command()
+@click.option("--duration", default=14.0, show_default=True, help="Seconds to run.")
+@click.option(
+    "--rate", default=150_000.0, show_default=True, help="Background accesses per second."
+)
+@click.option(
+    "--keys", "universe", default=100_000, show_default=True, help="Distinct background keys."
+)
+@click.option("--alpha", default=1.0, show_default=True, help="Zipf skew of the background.")
+@click.option("--no-redis", is_flag=True, help="Do not start redis-server; publish in-process.")
+@click.option("--plain", is_flag=True, help="One status line per second instead of a live view.")
+def demo(
+    duration: float, rate: float, universe: int, alpha: float, no_redis: bool, plain: bool
+) -> None:
+    """See hotkeyd work: a Zipf workload where one key turns hot, then cools.
+
+    Starts a throwaway redis-server on a free port if one is installed, runs the
+    daemon and a subscribed app in this process, and shows the top keys live.
+    """
+    from hotkeyd.demo import run_demo
+
+    _setup_logging("WARNING")
+
+    def go() -> int:
+        s = run_demo(
+            duration=duration,
+            rate=rate,
+            universe=universe,
+            alpha=alpha,
+            use_redis=not no_redis,
+            live=False if plain else None,
+        )
+        return 0 if s.detection_latency is not None else 1
+
+    sys.exit(_translate(go))
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="hotkeyd")

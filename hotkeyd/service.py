@@ -115,6 +115,9 @@ class Service:
                 stdout or sys.stdout, instance=self.instance, clock=self.clock, metrics=self.metrics
             )
         self.state = ServiceState()
+        # What other threads (HTTP, demo view) read: replaced whole at each tick, never
+        # mutated, so readers never touch the detector's structures mid-update.
+        self.view: tuple[list[HotEntry], list[dict[str, Any]]] = ([], [])
         self._stop = threading.Event()
         self._reload = threading.Event()
         self._http: Any = None
@@ -165,16 +168,17 @@ class Service:
             "status": "ok" if not reasons else "unhealthy",
             "instance": self.instance,
             "reasons": reasons,
-            "hot_keys": len(self.detector.hot()),
+            "hot_keys": len(self.view[0]),
         }
 
     def topk_json(self, n: int | None = None) -> dict[str, Any]:
         """The hot set and the top keys by rate, as /topk serves them."""
+        hot, top = self.view
         return {
             "instance": self.instance,
             "ts": self.clock.time(),
-            "hot": [h.to_json() for h in self.detector.hot()],
-            "top": [_rate_json(r) for r in self.detector.top(n)],
+            "hot": [h.to_json() for h in hot],
+            "top": top if n is None else top[:n],
         }
 
     # -- the loop ------------------------------------------------------------------------
@@ -256,9 +260,12 @@ class Service:
             handed = self.clock.monotonic()
             for _ in res.hot:
                 self.metrics.detection_latency.observe(max(0.0, handed - due_at))
-        self.publisher.update_state(
-            self.detector.hot(), [_rate_json(r) for r in self.detector.top()]
-        )
+        hot = self.detector.hot()
+        now = self.clock.time()
+        self.metrics.longest_hot.set(max((now - h.since for h in hot if h.since), default=0.0))
+        top = [_rate_json(r) for r in self.detector.top()]
+        self.view = (hot, top)
+        self.publisher.update_state(hot, top)
 
     def _finish_input(self) -> None:
         """Finite input is over: close the current sub-window so its counts are rated."""

@@ -8,7 +8,7 @@ without a network.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hotkeyd.clock import Clock, SystemClock
@@ -26,6 +26,8 @@ class MemoryPublisher:
         clock: stamps messages (a ``ManualClock`` in tests).
         full_on_start: send a ``full=true`` message from :meth:`start`, as the Redis
             publisher does on (re)connect.
+        on_message: called with each message as it is published (in-process
+            subscribers, e.g. the demo without Redis).
     """
 
     def __init__(
@@ -35,7 +37,9 @@ class MemoryPublisher:
         *,
         full_on_start: bool = False,
         top_limit: int = DEFAULT_TOP_LIMIT,
+        on_message: Callable[[Message], object] | None = None,
     ) -> None:
+        self.on_message = on_message
         self._state = HotSetState(instance, clock or SystemClock(), top_limit)
         self._lock = threading.Lock()
         self.messages: list[Message] = []
@@ -104,3 +108,5 @@ class MemoryPublisher:
     def _record(self, msg: Message) -> None:
         with self._lock:
             self.messages.append(msg)
+        if self.on_message is not None:
+            self.on_message(msg)
