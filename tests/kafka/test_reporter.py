@@ -1,0 +1,207 @@
+"""Reporter SDK: end to end through a real broker into KafkaSource, thread safety, bounds."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import pytest
+import redis
+from kafka_testutil import create_topic, drain, read_all, settings
+
+from hotkeyd.errors import ClientError
+from hotkeyd.formats import RecordDecoder
+from hotkeyd.metrics import Metrics
+from hotkeyd.reporter import Reporter, command_keys, instrument, partition_for
+from hotkeyd.sources.kafka import KafkaSource
+from hotkeyd.testing import KafkaBroker, RedisServer, free_port
+
+PARTITIONS = 4
+
+
+def consume(
+    bootstrap: str, topic: str, expected_total: int, group: str
+) -> collections.Counter[bytes]:
+    src = KafkaSource(settings(bootstrap, topic, group=group, format="reporter"), metrics=Metrics())
+    src.start()
+    counters: dict[int, collections.Counter[bytes]] = {}
+    try:
+        assert drain(
+            [src], lambda: sum(counters.get(0, {}).values()) >= expected_total, counters=counters
+        )
+        drain([src], lambda: False, timeout=0.5, counters=counters)
+    finally:
+        src.close()
+    return counters.get(0, collections.Counter())
+
+
+@pytest.mark.integration
+def test_recorded_counts_arrive_exactly_and_key_partitioned(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    topic = f"rep-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=PARTITIONS)
+    expected: collections.Counter[bytes] = collections.Counter()
+    odd_keys = [
+        b"tab\tkey",
+        b"new\nline",
+        b"{json-looking",
+        b"\xff\xfe binary",
+        b"cr\r",
+        "ünïcode".encode(),
+    ]
+    with Reporter(kafka_broker.bootstrap, topic, flush_interval=0.05) as rep:
+        for i in range(5000):
+            k = b"item:hot" if i % 5 == 0 else b"item:%d" % (i % 300)
+            rep.record(k)
+            expected[k] += 1
+        for k in odd_keys:
+            rep.record(k, 3)
+            expected[k] += 3
+        rep.record("item:hot", 10)  # str and bytes spellings are the same key
+        expected[b"item:hot"] += 10
+        time.sleep(0.3)  # several flush intervals: counts travel in more than one flush
+        rep.record(b"item:late", 7)
+        expected[b"item:late"] += 7
+    assert rep.dropped == 0
+    assert rep.stats()["accesses_sent"] == sum(expected.values())
+    got = consume(kafka_broker.bootstrap, topic, sum(expected.values()), f"g-{unique}")
+    assert got == expected
+
+    # Every message went to the partition of each of its keys (murmur3 of the key).
+    records = read_all(kafka_broker.bootstrap, topic, rep.stats()["messages_sent"])
+    assert len(records) == rep.stats()["messages_sent"]
+    decoder = RecordDecoder("reporter")
+    for r in records:
+        batches, bad = decoder.decode([r])  # type: ignore[list-item]
+        assert not bad
+        from kafka_testutil import count_batches
+
+        for key in count_batches(batches):
+            assert partition_for(key, PARTITIONS) == r.partition  # type: ignore[attr-defined]
+    assert len({r.partition for r in records}) == PARTITIONS  # type: ignore[attr-defined]
+
+
+@pytest.mark.integration
+def test_threads_recording_concurrently_lose_nothing(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    topic = f"rep-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=PARTITIONS)
+    threads, per_thread = 8, 20_000
+    rep = Reporter(kafka_broker.bootstrap, topic, flush_interval=0.02)
+    start = threading.Barrier(threads)
+
+    def work(t: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            rep.record(b"k%d" % (i % 50), 1 + (t % 2))  # same keys from every thread
+
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    rep.close()
+    total = sum(per_thread * (1 + (t % 2)) for t in range(threads))
+    assert rep.dropped == 0
+    got = consume(kafka_broker.bootstrap, topic, total, f"g-{unique}")
+    assert sum(got.values()) == total
+    assert set(got) == {b"k%d" % i for i in range(50)}
+    assert all(n == total // 50 for n in got.values())
+
+
+@pytest.mark.integration
+def test_full_buffer_drops_and_counts_instead_of_growing(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    topic = f"rep-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=PARTITIONS)
+    rep = Reporter(
+        kafka_broker.bootstrap, topic, flush_interval=3600, max_keys=100
+    )  # no timed flush
+    threads = 4
+
+    def work(t: int) -> None:
+        for i in range(1000):
+            rep.record(b"t%d-k%d" % (t, i), 2)
+
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert rep.stats()["buffered_keys"] == 100
+    assert rep.dropped == (threads * 1000 - 100) * 2
+    rep.record(b"t0-k0")  # a key already buffered still counts when full
+    rep.close()
+    got = consume(kafka_broker.bootstrap, topic, 201, f"g-{unique}")
+    assert sum(got.values()) == 201
+    assert len(got) == 100
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_unreachable_kafka_never_blocks_the_app() -> None:
+    rep = Reporter(f"127.0.0.1:{free_port()}", "t", flush_interval=0.05, max_keys=10)
+    try:
+        t0 = time.monotonic()
+        for i in range(1000):
+            rep.record(b"k%d" % (i % 20))
+        assert time.monotonic() - t0 < 1.0  # record() does no I/O (a bound, not a speed claim)
+        assert rep.flush(timeout=1) is False
+        assert rep.stats()["buffered_keys"] <= 10  # unsent counts kept, bounded
+        assert rep.dropped == 500  # keys 10..19 did not fit
+    finally:
+        rep.close(timeout=1)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ClientError):
+        Reporter("127.0.0.1:1", "t", flush_interval=0)
+    with pytest.raises(ClientError):
+        Reporter("127.0.0.1:1", "t", max_keys=0)
+
+
+def test_partition_for_is_stable_murmur3() -> None:
+    import mmh3
+
+    assert partition_for(b"user:42", 12) == mmh3.hash(b"user:42", 0, signed=False) % 12
+    assert partition_for(b"", 3) == 0  # murmur3_32("") == 0
+    assert len({partition_for(b"k%d" % i, 8) for i in range(200)}) == 8
+
+
+def test_command_keys_of_common_commands() -> None:
+    assert command_keys(("GET", "a")) == ["a"]
+    assert command_keys((b"HSET", b"h", b"f", b"v")) == [b"h"]
+    assert command_keys(("MGET", "a", "b")) == ["a", "b"]
+    assert command_keys(("MSET", "a", 1, "b", 2)) == ["a", "b"]
+    assert command_keys(("EVALSHA", "sha", 2, "k1", "k2", "arg")) == ["k1", "k2"]
+    assert command_keys(("OBJECT", "ENCODING", "k")) == ["k"]
+    assert command_keys(("MEMORY USAGE", "k")) == ["k"]
+    assert command_keys(("PING",)) == []
+    assert command_keys(("PUBLISH", "chan", "msg")) == []
+    assert command_keys(("SCAN", 0)) == []
+
+
+@pytest.mark.integration
+def test_instrumented_redis_client_reports_its_keys(
+    kafka_broker: KafkaBroker, redis_server: RedisServer, unique: str
+) -> None:
+    topic = f"rep-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=2)
+    client = redis.Redis.from_url(redis_server.url)
+    with Reporter(kafka_broker.bootstrap, topic) as rep:
+        r = instrument(client, rep)
+        r.set("user:1", "x")
+        for _ in range(5):
+            assert r.get("user:1") == b"x"
+        r.mget("user:1", "user:2")
+        r.ping()
+        r.publish("chan", "hello")
+        pipe = r.pipeline()
+        pipe.incr("counter").get("user:1")
+        assert pipe.execute() == [1, b"x"]
+    client.close()
+    got = consume(kafka_broker.bootstrap, topic, 10, f"g-{unique}")
+    assert got == {b"user:1": 8, b"user:2": 1, b"counter": 1}
