@@ -173,48 +173,113 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes for development")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--sections",
+        default="parser,keep_up,duty,overhead",
+        help="comma-separated subset of parser,keep_up,duty,overhead",
+    )
     a = ap.parse_args()
     lines = 50_000 if a.quick else 500_000
     load_n = 200_000 if a.quick else 2_000_000
     results: dict[str, Any] = {}
+    sections = set(a.sections.split(","))
     with RedisServer() as rs:
-        data, reply = capture(rs, lines)
-        results["parser"] = parser_speed(data, reply, 3)
-        print(json.dumps({"parser": results["parser"]}), flush=True)
-
-        # keep-up: drive Redis as hard as redis-benchmark can, tap at duty 1.0
         r = redis.Redis(port=rs.port)
-        r.config_resetstat()
-        load, tap = with_tap(rs, 1.0, lambda: run_load(rs, load_n))
-        stats = r.info("commandstats")
-        executed = sum(
-            int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_get", "cmdstat_set")
-        )
-        results["keep_up"] = {"rps": load, "executed": executed, **tap}
-        print(json.dumps({"keep_up": results["keep_up"]}), flush=True)
-
-        # overhead: medians of repeats, interleaved so drift hits all modes alike
-        runs: dict[str, list[dict[str, float]]] = {"none": [], "duty_1.0": [], "duty_0.2": []}
-        for _ in range(a.repeats):
-            for mode, duty in (("none", None), ("duty_1.0", 1.0), ("duty_0.2", 0.2)):
-                runs[mode].append(with_tap(rs, duty, lambda: run_load(rs, load_n))[0])
-        med = {
-            mode: {t: statistics.median(x[t] for x in rs_) for t in rs_[0]}
-            for mode, rs_ in runs.items()
-        }
-        results["overhead"] = {
-            "median_rps": med,
-            "ratio_to_no_tap": {
-                mode: {t: round(v / med["none"][t], 3) for t, v in m.items()}
-                for mode, m in med.items()
-                if mode != "none"
-            },
-            "command": f"redis-benchmark -t get,set -P 16 -n {load_n} -r 100000 --csv",
-            "repeats": a.repeats,
-        }
-        print(json.dumps({"overhead": results["overhead"]}), flush=True)
+        if "parser" in sections:
+            data, reply = capture(rs, lines)
+            results["parser"] = parser_speed(data, reply, 3)
+            print(json.dumps({"parser": results["parser"]}), flush=True)
+        if "keep_up" in sections:
+            keep_up(rs, r, load_n, results)
+        if "duty" in sections:
+            duty_accuracy(rs, r, a.repeats, results)
+        if "overhead" in sections:
+            overhead(rs, load_n, a.repeats, results)
     json.dump(results, sys.stdout, indent=2)
     print()
+
+
+def keep_up(rs: RedisServer, r: redis.Redis, load_n: int, results: dict[str, Any]) -> None:
+    """Drive Redis as hard as redis-benchmark can, with the tap at duty 1.0."""
+    r.config_resetstat()
+    load, tap = with_tap(rs, 1.0, lambda: run_load(rs, load_n))
+    stats = r.info("commandstats")
+    executed = sum(int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_get", "cmdstat_set"))
+    results["keep_up"] = {"rps": load, "executed": executed, **tap}
+    print(json.dumps({"keep_up": results["keep_up"]}), flush=True)
+
+
+PACED_LOAD = """
+import sys, time, redis
+port, rate, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+r = redis.Redis(port=port)
+step, batch = 0.02, max(1, int(rate * 0.02))
+t, end = time.monotonic(), time.monotonic() + seconds
+while t < end:
+    p = r.pipeline(transaction=False)
+    for _ in range(batch):
+        p.get("key:__rand_int__")
+    p.execute()
+    t += step
+    time.sleep(max(0.0, t - time.monotonic()))
+"""
+
+
+def duty_accuracy(rs: RedisServer, r: redis.Redis, repeats: int, results: dict[str, Any]) -> None:
+    """Duty 0.2: scaled estimate / the server's own GET count, 5 s windows.
+
+    "paced": 5000 GET/s from another process (tests the scaling itself).
+    "saturated": redis-benchmark -c 2 flat out; MONITOR slows Redis while it listens,
+    so the sampled windows see a lower rate than the unsampled ones (observer effect).
+    """
+    out: dict[str, list[float]] = {"paced": [], "saturated": []}
+    for _ in range(repeats):
+        for mode in out:
+            if mode == "paced":
+                cmd = [sys.executable, "-c", PACED_LOAD, str(rs.port), "5000", "60"]
+                p = subprocess.Popen(cmd)
+            else:
+                p = bench(rs, "-t", "get", "-n", "1000000000", "-c", "2")
+            time.sleep(0.3)
+            m = Metrics(CollectorRegistry())
+            src = MonitorSource([f"redis-monitor://127.0.0.1:{rs.port}"], duty=0.2, metrics=m)
+            before = int(r.info("commandstats")["cmdstat_get"]["calls"])
+            src.start()
+            est = 0.0
+            t_end = time.monotonic() + 5.0
+            while time.monotonic() < t_end:
+                est += sum(sum(b.counts or ()) * b.scale for b in src.next_batch(0.1))
+            after = int(r.info("commandstats")["cmdstat_get"]["calls"])
+            est += sum(sum(b.counts or ()) * b.scale for b in src.next_batch(0.2))
+            src.close()
+            p.kill()
+            p.wait()
+            out[mode].append(round(est / max(after - before, 1), 3))
+    results["duty_0.2_estimate_over_true_5s"] = out
+    print(json.dumps({"duty_0.2_estimate_over_true_5s": out}), flush=True)
+
+
+def overhead(rs: RedisServer, load_n: int, repeats: int, results: dict[str, Any]) -> None:
+    """Throughput with no tap / duty 1.0 / duty 0.2; medians, interleaved repeats."""
+    runs: dict[str, list[dict[str, float]]] = {"none": [], "duty_1.0": [], "duty_0.2": []}
+    for _ in range(repeats):
+        for mode, duty in (("none", None), ("duty_1.0", 1.0), ("duty_0.2", 0.2)):
+            runs[mode].append(with_tap(rs, duty, lambda: run_load(rs, load_n))[0])
+    med = {
+        mode: {t: statistics.median(x[t] for x in rs_) for t in rs_[0]}
+        for mode, rs_ in runs.items()
+    }
+    results["overhead"] = {
+        "median_rps": med,
+        "ratio_to_no_tap": {
+            mode: {t: round(v / med["none"][t], 3) for t, v in m.items()}
+            for mode, m in med.items()
+            if mode != "none"
+        },
+        "command": f"redis-benchmark -t get,set -P 16 -n {load_n} -r 100000 --csv",
+        "repeats": repeats,
+    }
+    print(json.dumps({"overhead": results["overhead"]}), flush=True)
 
 
 if __name__ == "__main__":

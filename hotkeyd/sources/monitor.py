@@ -17,7 +17,10 @@ past ``max_backlog_bytes``, the line timestamps lag local time by more than
 is not keeping up; this also bounds the pending counters' memory). Each is counted in ``hotkeyd_monitor_disconnects_total{reason="backlog"}``.
 
 Duty cycling (``duty < 1``) listens ``duty`` seconds of every second (MONITOR, then
-RESET) and scales counts back up with ``Batch.scale = 1 / duty``.
+RESET) and scales counts back up. Windows start on a fixed 1 s grid; each window's
+counts carry ``Batch.scale = (time since the previous window started) / (window
+length)``, which is ``1 / duty`` when the schedule keeps up and grows when a loaded
+machine stretches a cycle, so the estimate stays unbiased either way.
 """
 
 from __future__ import annotations
@@ -87,7 +90,10 @@ class _Tap:
         self._lag_base = float("inf")
         self._buf = bytearray(src.read_size)
         self.lines = 0
-        self.acc: dict[int, tuple[Counter[bytes], Counter[bytes]]] = {}
+        # (db, scale) -> (all accesses, writes): windows of different scale stay apart
+        self.acc: dict[tuple[int, float], tuple[Counter[bytes], Counter[bytes]]] = {}
+        self._scale = 1.0 / src.duty
+        self._win_start: float | None = None  # monotonic start of the current window
         self.acc_bytes = 0
         self.acc_ts = 0.0
         self._reset_seen = False
@@ -113,8 +119,13 @@ class _Tap:
                 f"authentication as {r.username or 'default'!r} failed on {self.target.display}: {exc}"
             ) from None
 
-    def connect(self) -> None:
-        """Open the MONITOR connection (and the control one), ready to stream."""
+    def connect(self, fresh: bool = True) -> None:
+        """Open the MONITOR connection (and the control one), ready to stream.
+
+        Args:
+            fresh: start a new duty-cycle schedule (False when reconnecting is how
+                the cycle leaves MONITOR mode on servers without RESET).
+        """
         self.close_conns()
         src = self.src
         conn = RespConnection(self.target.redis, src.connect_timeout)
@@ -150,11 +161,21 @@ class _Tap:
                     self.ctl = None
         self.parser.set_skip(skip)
         self._lag_base = float("inf")
+        if fresh:
+            self._win_start = None
         self._start_monitor()
 
     def _start_monitor(self) -> None:
         """Send MONITOR and wait for +OK (the stream starts right after)."""
         assert self.conn is not None
+        now = self.src.clock.monotonic()
+        duty = self.src.duty
+        if duty < 1.0 and self._win_start is not None:
+            # this window stands for the time since the previous one started
+            self._scale = max(_PERIOD, now - self._win_start) / (_PERIOD * duty)
+        else:
+            self._scale = 1.0 / duty
+        self._win_start = now
         self.conn.send("MONITOR")
         reply = self.conn.read_reply()
         if isinstance(reply, RespError):
@@ -202,9 +223,10 @@ class _Tap:
             with src.cond:
                 acc = self.acc
                 for tag, keys in groups.items():
-                    pair = acc.get(tag >> 1)
+                    slot = (tag >> 1, self._scale)
+                    pair = acc.get(slot)
                     if pair is None:
-                        pair = acc[tag >> 1] = (Counter(), Counter())
+                        pair = acc[slot] = (Counter(), Counter())
                     pair[0].update(keys)
                     if tag & 1:
                         pair[1].update(keys)
@@ -228,8 +250,8 @@ class _Tap:
         acc, ts = self.acc, self.acc_ts
         self.acc, self.acc_bytes = {}, 0
         out = []
-        for db in sorted(acc):
-            allc, wc = acc[db]
+        for db, scale in sorted(acc):
+            allc, wc = acc[(db, scale)]
             out.append(
                 Batch(
                     keys=list(allc),
@@ -238,7 +260,7 @@ class _Tap:
                     write_counts=list(wc.values()) if wc else None,
                     db=db,
                     ts=ts,
-                    scale=1.0 / self.src.duty,
+                    scale=scale,
                     source=_SOURCE,
                     meta={"server": self.target.display},
                 )
@@ -254,23 +276,24 @@ class _Tap:
         if omem > self.src.max_backlog_bytes:
             raise _Backlog(f"its output buffer on the server is {omem} bytes")
 
-    def _listen(self, seconds: float) -> None:
-        """Read the stream for ``seconds`` (inf: until stop), feeding the parser."""
+    def _listen(self, until: float) -> None:
+        """Read the stream until monotonic time ``until`` (inf: until stop)."""
         src, conn = self.src, self.conn
         assert conn is not None
         sock = conn.sock
         sock.settimeout(0.1)
         clock, stop = src.clock, src.stop_event
-        start = clock.monotonic()
-        next_poll = start + src.poll_interval
+        next_poll = clock.monotonic() + src.poll_interval
         view = memoryview(self._buf)
         while not stop.is_set():
             now = clock.monotonic()
-            if now - start >= seconds:
+            if now >= until:
                 return
             if now >= next_poll:
                 self._poll_backlog()
                 next_poll = now + src.poll_interval
+            if until - now < 0.1:  # end the window on time: its length sets the scale
+                sock.settimeout(max(0.001, until - now))
             try:
                 n = sock.recv_into(view)
             except TimeoutError:
@@ -286,12 +309,13 @@ class _Tap:
         assert conn is not None
         if not self._use_reset:
             self.close_conns()
-            self.src.stop_event.wait(_PERIOD * (1 - self.src.duty))
-            self.connect()
+            self._wait_next_window()
+            self.connect(fresh=False)
             return
         self._reset_seen = False
         conn.send("RESET")
         sock = conn.sock
+        sock.settimeout(0.1)
         view = memoryview(self._buf)
         while not self._reset_seen:
             try:
@@ -309,18 +333,23 @@ class _Tap:
                 self._use_reset = False  # Redis < 6.2: no RESET; reconnect each cycle
                 return self._pause()
         self._auth(conn)  # RESET de-authenticates
-        self.src.stop_event.wait(_PERIOD * (1 - self.src.duty))
+        self._wait_next_window()
         if not self.src.stop_event.is_set():
             self._start_monitor()
+
+    def _wait_next_window(self) -> None:
+        """Sleep until the next point of the 1 s grid (at once when already late)."""
+        start = self._win_start if self._win_start is not None else self.src.clock.monotonic()
+        self.src.stop_event.wait(max(0.0, start + _PERIOD - self.src.clock.monotonic()))
 
     def session(self) -> None:
         """Stream until stop or an error; duty-cycled when duty < 1."""
         duty = self.src.duty
         while not self.src.stop_event.is_set():
-            if duty >= 1.0:
+            if duty >= 1.0 or self._win_start is None:
                 self._listen(float("inf"))
             else:
-                self._listen(_PERIOD * duty)
+                self._listen(self._win_start + _PERIOD * duty)
                 if not self.src.stop_event.is_set():
                     self._pause()
 

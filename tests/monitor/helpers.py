@@ -74,3 +74,27 @@ class Tally:
             if until(self):
                 return True
         return until(self)
+
+
+PACED_LOAD = """
+import sys, time, redis
+port, rate, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+r = redis.Redis(port=port)
+step, batch = 0.02, max(1, int(rate * 0.02))
+t, end = time.monotonic(), time.monotonic() + seconds
+while t < end:
+    p = r.pipeline(transaction=False)
+    for _ in range(batch):
+        p.get("paced")
+    p.execute()
+    t += step
+    time.sleep(max(0.0, t - time.monotonic()))
+"""
+
+
+def paced_load(port: int, rate: float, seconds: float) -> Any:
+    """A steady GET load on key ``paced`` from another process (not slowed by the tap)."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", PACED_LOAD, str(port), str(rate), str(seconds)])
