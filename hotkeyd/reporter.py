@@ -213,7 +213,6 @@ class Reporter:
             "client_id": "hotkeyd-reporter",
             "linger_ms": 5,
             "max_block_ms": 2_000,
-            "acks": 1,
             "reconnect_backoff_max_ms": 5_000,
         }
         if "bootstrap_timeout_ms" in getattr(KafkaProducer, "DEFAULT_CONFIG", {}):
