@@ -127,6 +127,12 @@ class _Tap:
                 the cycle leaves MONITOR mode on servers without RESET).
         """
         self.close_conns()
+        try:
+            self._connect(fresh)
+        except RespError as exc:  # e.g. NOAUTH: a password is needed but none given
+            raise MonitorError(f"{self.target.display} refused the tap: {exc}") from None
+
+    def _connect(self, fresh: bool) -> None:
         src = self.src
         conn = RespConnection(self.target.redis, src.connect_timeout)
         self.conn = conn

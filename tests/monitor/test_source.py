@@ -339,6 +339,10 @@ def test_wrong_password_and_unreachable(redis_server: RedisServer, source_factor
     acl_user(redis_server, "tap", *MINIMAL_ACL)
     with pytest.raises(MonitorError, match="authentication"):
         source_factory([url(redis_server, "tap:nope@")]).start()
+    # the server now requires a password the URL does not give
+    redis.Redis(port=redis_server.port).config_set("requirepass", "sesame")
+    with pytest.raises(MonitorError, match=r"NOAUTH"):
+        source_factory([url(redis_server)]).start()
     with pytest.raises(MonitorError, match="cannot reach"):
         source_factory(["redis-monitor://127.0.0.1:1"], connect_timeout=0.5).start()
 
