@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -68,6 +69,12 @@ def _perm_error(target: MonitorTarget, what: str, exc: Exception) -> MonitorPerm
         f"Redis user {user!r} on {target.display} may not run {what.upper().replace('|', ' ')} "
         f"({exc}); grant it with: ACL SETUSER {user} +{what.lower()}"
     )
+
+
+def _unreachable(target: MonitorTarget, exc: OSError) -> MonitorError:
+    if isinstance(exc, ssl.SSLError):
+        return MonitorError(f"TLS handshake with {target.display} failed: {exc}")
+    return MonitorError(f"cannot reach {target.display}: {exc}")
 
 
 def _is_perm(exc: Exception) -> bool:
@@ -490,7 +497,7 @@ class MonitorSource:
         try:
             conn = RespConnection(target.redis, self.connect_timeout)
         except OSError as exc:
-            raise MonitorError(f"cannot reach {target.display}: {exc}") from exc
+            raise _unreachable(target, exc) from exc
         try:
             tap._auth(conn)
             try:
@@ -542,7 +549,7 @@ class MonitorSource:
                 try:
                     tap.connect()
                 except OSError as exc:
-                    raise MonitorError(f"cannot reach {n.display}: {exc}") from exc
+                    raise _unreachable(n, exc) from exc
         except BaseException:
             for tap in taps:
                 tap.close_conns()

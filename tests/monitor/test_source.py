@@ -407,3 +407,37 @@ def test_three_node_cluster_all_primaries_tapped(source_factory: Any) -> None:
     finally:
         for n in nodes:
             n.stop()
+
+
+# ------------------------------------------------------------------ TLS
+
+
+def make_certs(d: Any) -> tuple[str, str, str]:
+    """A throwaway CA and a server certificate for 127.0.0.1 (openssl CLI)."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True, cwd=d)  # noqa: E731
+    run("openssl", "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+        "-subj", "/CN=hotkeyd-test-ca")  # fmt: skip
+    run("openssl", "req", *ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1")
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("openssl", "x509", "-req", "-in", "srv.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "srv.crt", "-days", "1", "-extfile", "san.ext")  # fmt: skip
+    return str(d / "ca.crt"), str(d / "srv.crt"), str(d / "srv.key")
+
+
+def test_tls_tap(tmp_path: Any, source_factory: Any) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not available")
+    ca, crt, key = make_certs(tmp_path)
+    tls_port = free_port()
+    tls_args = ["--tls-port", str(tls_port), "--tls-cert-file", crt, "--tls-key-file", key,
+                "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"]  # fmt: skip
+    with RedisServer(extra_args=tls_args) as rs:
+        src = source_factory([f"redis-monitor+tls://127.0.0.1:{tls_port}?ssl_ca_certs={ca}"])
+        src.start()
+        redis.Redis(port=rs.port).set("over-tls", 1)
+        tally = Tally()
+        assert tally.pump(src, lambda t: (0, b"over-tls") in t.writes)
+        # a client that does not trust the server's CA is refused
+        with pytest.raises(MonitorError, match="TLS handshake"):
+            source_factory([f"redis-monitor+tls://127.0.0.1:{tls_port}"], connect_timeout=2).start()
