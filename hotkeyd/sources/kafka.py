@@ -97,6 +97,8 @@ class KafkaSource:
         consumer_factory: ``f(**kwargs) -> KafkaConsumer``; kafka-python's by default.
         producer_factory: ``f(**kwargs) -> KafkaProducer`` for the dead-letter topic.
         max_queue: decoded poll results (per partition) buffered ahead of the detector.
+        commit_interval: seconds between offset commits of acknowledged batches (a crash
+            replays at most about this much; revocation and close commit at once).
     """
 
     name = "kafka"
@@ -111,6 +113,7 @@ class KafkaSource:
         consumer_factory: Callable[..., Any] | None = None,
         producer_factory: Callable[..., Any] | None = None,
         max_queue: int = 64,
+        commit_interval: float = 0.5,
     ) -> None:
         self.settings = settings
         self._metrics = metrics
@@ -121,6 +124,8 @@ class KafkaSource:
             settings.format, max_key_len=max_key_len, source=self.name, scale=settings.scale
         )
         self._max_queue = max_queue
+        self._commit_interval = commit_interval
+        self._committed_at = 0.0
         self._cond = threading.Condition()
         self._queue: collections.deque[tuple[Any, list[Batch], int]] = collections.deque()
         self._handed: dict[Any, int] = {}  # tp -> next offset, handed to the service
@@ -271,7 +276,7 @@ class KafkaSource:
         if consumer is None:
             return
         try:
-            self._commit_acked(consumer)
+            self._commit_acked(consumer, now=True)
         except Exception as exc:
             logger.warning("kafka: final commit failed: %s", exc)
         try:
@@ -354,11 +359,20 @@ class KafkaSource:
             self._queue.extend(items)
             self._cond.notify_all()
 
-    def _commit_acked(self, consumer: Any) -> None:
+    def _commit_acked(self, consumer: Any, *, now: bool = False) -> None:
+        """Commit acknowledged offsets: at most every ``commit_interval``, or ``now``.
+
+        A commit is a synchronous round trip to the group coordinator; doing one per poll
+        would halve throughput. Revocation and close commit at once.
+        """
+        t = self._clock.monotonic()
+        if not now and t - self._committed_at < self._commit_interval:
+            return
         with self._cond:
             if not self._acked:
                 return
             acked, self._acked = self._acked, {}
+        self._committed_at = t
         assigned = self._assigned
         offsets = {tp: _offset_and_metadata(off) for tp, off in acked.items() if tp in assigned}
         if not offsets:
@@ -449,7 +463,7 @@ class KafkaSource:
             self._queue = collections.deque(item for item in self._queue if item[0] not in revoked)
         if self._consumer is not None:
             try:
-                self._commit_acked(self._consumer)
+                self._commit_acked(self._consumer, now=True)
             except Exception as exc:
                 logger.warning("kafka: commit on revocation failed: %s", exc)
         self._set_assigned(self._assigned - revoked)
