@@ -19,7 +19,7 @@ Query parameters (all optional):
 ``start``              ``latest`` (default) or ``earliest`` (replay history) for partitions
                        the group has no committed offset for
 ``dlq``                dead-letter topic for bad records (off by default)
-``scale``              multiply counts by this (``--rate-multiplier``) when producers do not
+``scale``              (alias ``rate_multiplier``) multiply rates by this when producers do not
                        partition by key and N daemons each see 1/N of every key
 ``client_id``          Kafka client id
 ``security_protocol``  PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
@@ -74,6 +74,7 @@ _KNOWN = {
     "start",
     "dlq",
     "scale",
+    "rate_multiplier",
     "security_protocol",
     "sasl_mechanism",
     "ssl_check_hostname",
@@ -280,6 +281,8 @@ def parse_kafka_url(url: str, *, env: Mapping[str, str] | None = None) -> KafkaS
         kw["start"] = opts["start"].lower()
     if opts.get("dlq"):
         kw["dlq_topic"] = opts["dlq"]
+    if "rate_multiplier" in opts:
+        opts.setdefault("scale", opts["rate_multiplier"])
     if "scale" in opts:
         try:
             kw["scale"] = float(opts["scale"])

@@ -45,6 +45,10 @@ def test_query_options() -> None:
     assert s.consumer_kwargs()["max_poll_records"] == 100
 
 
+def test_rate_multiplier_alias() -> None:
+    assert parse_kafka_url("kafka://b:1/t?rate_multiplier=3", env={}).scale == 3.0
+
+
 def test_default_port_and_auto_alias() -> None:
     s = parse_kafka_url("kafka://broker/t?format=auto", env={})
     assert s.bootstrap == ("broker:9092",)
