@@ -40,14 +40,16 @@ Query parameters (all optional):
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from hotkeyd.errors import ConfigError
 
-__all__ = ["FORMATS", "KafkaSettings", "parse_kafka_url"]
+__all__ = ["FORMATS", "KafkaSettings", "kafka_python", "parse_kafka_url"]
 
 FORMATS = ("reporter", "key", "raw", "lines", "json")
 _FORMAT_ALIASES = {"auto": "reporter"}
@@ -208,6 +210,24 @@ class KafkaSettings:
             f"kafka {','.join(self.bootstrap)} topics={','.join(self.topics)} group={self.group} "
             f"format={self.format} start={self.start} {self.security_protocol}{auth}"
         )
+
+
+def kafka_python() -> ModuleType:
+    """Import kafka-python (lazily: only Kafka users pay for it).
+
+    kafka-python 3.0 calls the deprecated ``importlib.resources.read_text``/``open_text``
+    while importing; under ``-W error`` (or pytest's ``filterwarnings = error``) that would
+    make the import itself fail, in whatever thread first touches Kafka. Only that warning
+    is silenced, only during the import.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="(read|open)_text is deprecated", category=DeprecationWarning
+        )
+        import kafka
+        import kafka.structs
+
+    return kafka
 
 
 def _parse_bool(name: str, value: str) -> bool:

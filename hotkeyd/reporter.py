@@ -38,6 +38,7 @@ import mmh3
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.errors import ClientError
 from hotkeyd.formats import encode_counts
+from hotkeyd.kafkaconf import kafka_python
 from hotkeyd.sources.kafka import check_reachable
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
@@ -206,7 +207,7 @@ class Reporter:
         now = self._clock.monotonic()
         if now < self._next_connect:
             return None
-        from kafka import KafkaProducer
+        KafkaProducer = kafka_python().KafkaProducer
 
         kwargs: dict[str, Any] = {
             "bootstrap_servers": self._bootstrap,

@@ -28,7 +28,7 @@ from typing import Any
 
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.formats import RecordDecoder, RecordLike
-from hotkeyd.kafkaconf import KafkaSettings
+from hotkeyd.kafkaconf import KafkaSettings, kafka_python
 from hotkeyd.metrics import Metrics
 from hotkeyd.sources.base import Batch
 
@@ -79,7 +79,7 @@ def check_reachable(bootstrap: Iterable[str], timeout: float = 1.0) -> None:
 
 
 def _offset_and_metadata(offset: int) -> Any:
-    from kafka.structs import OffsetAndMetadata
+    OffsetAndMetadata = kafka_python().structs.OffsetAndMetadata
 
     if len(OffsetAndMetadata._fields) >= 3:
         return OffsetAndMetadata(offset, "", -1)
@@ -249,7 +249,7 @@ class KafkaSource:
                 self._dlq = None
 
     def _connect(self) -> Any:
-        from kafka import KafkaConsumer
+        KafkaConsumer = kafka_python().KafkaConsumer
 
         kwargs = self.settings.consumer_kwargs()
         factory: Callable[..., Any] = self._consumer_factory or KafkaConsumer
@@ -441,6 +441,7 @@ class KafkaSource:
                 self._metrics.consumer_lag.remove(tp.topic, str(tp.partition))
 
     def _listener(self) -> Any:
+        kafka_python()  # imported once, quietly; later imports are lookups
         from kafka import ConsumerRebalanceListener
 
         source = self
@@ -524,7 +525,7 @@ class KafkaSource:
         now = self._clock.monotonic()
         if now < self._dlq_retry_at:
             return None
-        from kafka import KafkaProducer
+        KafkaProducer = kafka_python().KafkaProducer
 
         kwargs = self.settings.producer_kwargs()
         kwargs.update(max_block_ms=2_000, linger_ms=50)
