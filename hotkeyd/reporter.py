@@ -165,7 +165,7 @@ class Reporter:
         return sent
 
     def close(self, timeout: float = 10.0) -> None:
-        """Flush what is buffered and stop. Idempotent; record() after close() is ignored."""
+        """Flush what is buffered and stop. Idempotent; accesses recorded after close() are not sent."""
         if self._closed:
             return
         self._closed = True

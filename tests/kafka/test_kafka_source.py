@@ -269,3 +269,46 @@ def test_next_batch_never_blocks_longer_than_max_wait(unique: str) -> None:
     finally:
         src.close()
         src.close()  # idempotent
+
+
+def test_slow_detector_pauses_fetching_and_shows_as_lag(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    """A bounded queue pushes back on fetching; the backlog is visible as consumer lag."""
+    topic = f"acc-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=1)
+    metrics = Metrics()
+    s = settings(
+        kafka_broker.bootstrap, topic, group=f"g-{unique}", format="key", max_poll_records=10
+    )
+    src = KafkaSource(s, metrics=metrics, max_queue=2)
+    src.start()
+    p = producer(kafka_broker.bootstrap)
+    try:
+        assert drain([src], lambda: bool(src.assignment()))
+        for i in range(500):
+            p.send(topic, key=b"k%d" % i)
+        p.flush()
+
+        def lag() -> float:
+            return (
+                metrics.registry.get_sample_value(
+                    "hotkeyd_kafka_consumer_lag_messages", {"topic": topic, "partition": "0"}
+                )
+                or 0.0
+            )
+
+        deadline = time.monotonic() + 15
+        while lag() < 400 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the "detector" does not call next_batch: the queue stays full
+        assert lag() >= 400  # at most max_queue polls of 10 records were fetched ahead
+        counters: dict[int, collections.Counter[bytes]] = {}
+        assert drain(
+            [src],
+            lambda: sum(counters.get(0, {}).values()) >= 500 and lag() == 0,
+            counters=counters,
+        )
+        assert counters[0] == {b"k%d" % i: 1 for i in range(500)}
+    finally:
+        src.close()
+        p.close()
