@@ -81,7 +81,10 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"entries", NULL};
     PyObject *entries;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Table", kwlist, &entries)) return -1;
-    mp_table_free(self->t);
+    if (self->t) { /* parsers may hold the C table: it never changes once built */
+        PyErr_SetString(PyExc_RuntimeError, "Table is immutable: build a new one");
+        return -1;
+    }
     self->t = mp_table_new();
     if (!self->t) { PyErr_NoMemory(); return -1; }
     PyObject *it = PyObject_GetIter(entries);

@@ -92,7 +92,7 @@ class _Tap:
         self.ctl: RespConnection | None = None
         self.client_id: int | None = None
         self.thread: threading.Thread | None = None
-        self._table_loaded = False
+        self._table: Any = None
         self._use_reset = True
         self._lag_base = float("inf")
         self._buf = bytearray(src.read_size)
@@ -144,13 +144,16 @@ class _Tap:
         conn = RespConnection(self.target.redis, src.connect_timeout)
         self.conn = conn
         self._auth(conn)
-        if not self._table_loaded:
+        if fresh or self._table is None:  # the server may have been upgraded meanwhile
             try:
                 reply = self._call(conn, "command|info", "COMMAND", "INFO")
             except RespError:  # pre-7.0: COMMAND INFO needs names; COMMAND lists all
                 reply = self._call(conn, "command", "COMMAND")
-            self.parser.set_table(table_from_command_reply(reply))
-            self._table_loaded = True
+            self._table = table_from_command_reply(reply)
+        # a new parser: no partial line left over from the previous connection
+        self.parser = Parser(
+            self._table, skip_scripts=not src.count_script_calls, max_line=src.max_line
+        )
         skip = [conn.local_addr]
         self.client_id = None
         if src.max_backlog_bytes > 0:
