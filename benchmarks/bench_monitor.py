@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from types import ModuleType
 from typing import Any
 
 import redis
@@ -37,6 +38,7 @@ from hotkeyd.sources.monitor import MonitorSource
 from hotkeyd.sources.monitor_conn import RespConnection
 from hotkeyd.testing import RedisServer
 
+_monitor_c: ModuleType | None
 try:
     from hotkeyd import _monitor as _monitor_c
 except ImportError:  # pragma: no cover
@@ -183,7 +185,8 @@ def main() -> None:
     load_n = 200_000 if a.quick else 2_000_000
     results: dict[str, Any] = {}
     sections = set(a.sections.split(","))
-    with RedisServer() as rs:
+    with RedisServer() as server:
+        rs: RedisServer = server  # type: ignore[assignment]
         r = redis.Redis(port=rs.port)
         if "parser" in sections:
             data, reply = capture(rs, lines)

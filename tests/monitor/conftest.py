@@ -39,7 +39,7 @@ def _impls() -> list[Any]:
 @pytest.fixture(params=_impls())
 def impl(request: pytest.FixtureRequest) -> ModuleType:
     """The C parser and its pure-Python twin, in turn."""
-    return request.param  # type: ignore[no-any-return]
+    return request.param
 
 
 @pytest.fixture

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+_monitor_c: ModuleType | None
 try:
     from hotkeyd import _monitor as _monitor_c
 except ImportError:  # pragma: no cover - CI builds the extension

@@ -13,7 +13,7 @@ R, W = False, True
 
 
 def keys(impl: ModuleType, table: Any, *args: bytes | str) -> list[tuple[bytes, bool]]:
-    return impl.extract(table, [a if isinstance(a, bytes) else a.encode() for a in args])  # type: ignore[no-any-return]
+    return impl.extract(table, [a if isinstance(a, bytes) else a.encode() for a in args])
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,8 @@ def test_c_and_twin_agree_on_garbage(chunks: list[bytes], alphabet_bias: bool) -
             .replace(b"\x04", b"+1.5 [0 a:1] ")
             for c in chunks
         ]
-    c, py = _monitor_c.Parser(max_line=64), _monitor_py.Parser(max_line=64)  # type: ignore[union-attr]
+    assert _monitor_c is not None
+    c, py = _monitor_c.Parser(max_line=64), _monitor_py.Parser(max_line=64)
     for chunk in chunks:
         assert c.feed_args(chunk) == py.feed_args(chunk)
         assert c.pending == py.pending

@@ -132,10 +132,9 @@ def test_real_commands_yield_exact_keys(redis_server: RedisServer, source_factor
         r.set(k, b"v")
         r.get(k)
     r.eval("redis.call('get', KEYS[1]); return redis.call('set', KEYS[2], 'x')", 2, "ev1", "ev2")
-    r.function_load(
-        "#!lua name=t\nredis.register_function('f', function(k, a) return redis.call('get', k[1]) end)"
-    )
-    r.fcall("f", 1, "fk")
+    lib = "#!lua name=t\nredis.register_function('f', function(k, a) return redis.call('get', k[1]) end)"
+    r.execute_command("FUNCTION", "LOAD", lib)
+    r.execute_command("FCALL", "f", 1, "fk")
     p = r.pipeline(transaction=True)
     p.set("m1", 1).incr("m2").get("m3")
     p.execute()
@@ -396,7 +395,7 @@ def test_three_node_cluster_all_primaries_tapped(source_factory: Any) -> None:
         src = source_factory([f"redis-monitor://127.0.0.1:{nodes[0].port}"])
         src.start()
         assert sorted(t.target.redis.port for t in src.taps) == sorted(n.port for n in nodes)
-        rc = redis.RedisCluster(host="127.0.0.1", port=nodes[1].port)
+        rc: Any = redis.RedisCluster(host="127.0.0.1", port=nodes[1].port)
         keys = [f"ck:{i}".encode() for i in range(300)]
         for k in keys:
             rc.set(k, 1)
