@@ -40,8 +40,9 @@ Query parameters (all optional):
 from __future__ import annotations
 
 import os
+import socket
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
@@ -49,7 +50,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from hotkeyd.errors import ConfigError
 
-__all__ = ["FORMATS", "KafkaSettings", "kafka_python", "parse_kafka_url"]
+__all__ = ["FORMATS", "KafkaSettings", "check_reachable", "kafka_python", "parse_kafka_url"]
 
 FORMATS = ("reporter", "key", "raw", "lines", "json")
 _FORMAT_ALIASES = {"auto": "reporter"}
@@ -210,6 +211,19 @@ class KafkaSettings:
             f"kafka {','.join(self.bootstrap)} topics={','.join(self.topics)} group={self.group} "
             f"format={self.format} start={self.start} {self.security_protocol}{auth}"
         )
+
+
+def check_reachable(bootstrap: Iterable[str], timeout: float = 1.0) -> None:
+    """Raise ConnectionError unless some bootstrap server accepts a TCP connection."""
+    errors = []
+    for server in bootstrap:
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError) as exc:
+            errors.append(f"{server}: {exc}")
+    raise ConnectionError("no bootstrap server reachable (" + "; ".join(errors) + ")")
 
 
 def kafka_python() -> ModuleType:

@@ -38,8 +38,7 @@ import mmh3
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.errors import ClientError
 from hotkeyd.formats import encode_counts
-from hotkeyd.kafkaconf import kafka_python
-from hotkeyd.sources.kafka import check_reachable
+from hotkeyd.kafkaconf import check_reachable, kafka_python
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
 

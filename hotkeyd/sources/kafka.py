@@ -21,16 +21,17 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.formats import RecordDecoder, RecordLike
-from hotkeyd.kafkaconf import KafkaSettings, kafka_python
+from hotkeyd.kafkaconf import KafkaSettings, check_reachable, kafka_python
 from hotkeyd.metrics import Metrics
+from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sources.base import Batch
+from hotkeyd.sources.kafka_dlq import DeadLetters
 
 __all__ = ["KafkaSource"]
 
@@ -40,42 +41,6 @@ _POLL_MS = 100
 _LAG_EVERY = 1.0
 _LOG_EVERY = 10.0
 _MAX_BACKOFF = 30.0
-
-
-class _RateLimitedLog:
-    """At most one log line per ``every`` seconds per topic; says how many were suppressed."""
-
-    def __init__(self, clock: Clock, every: float = _LOG_EVERY) -> None:
-        self._clock = clock
-        self._every = every
-        self._last: dict[str, float] = {}
-        self._suppressed: collections.Counter[str] = collections.Counter()
-
-    def __call__(self, level: int, topic: str, msg: str, *args: object) -> None:
-        now = self._clock.monotonic()
-        last = self._last.get(topic)
-        if last is not None and now - last < self._every:
-            self._suppressed[topic] += 1
-            return
-        self._last[topic] = now
-        n = self._suppressed.pop(topic, 0)
-        if n:
-            logger.log(level, msg + " (%d similar suppressed)", *args, n)
-        else:
-            logger.log(level, msg, *args)
-
-
-def check_reachable(bootstrap: Iterable[str], timeout: float = 1.0) -> None:
-    """Raise ConnectionError unless some bootstrap server accepts a TCP connection."""
-    errors = []
-    for server in bootstrap:
-        host, _, port = server.rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return
-        except (OSError, ValueError) as exc:
-            errors.append(f"{server}: {exc}")
-    raise ConnectionError("no bootstrap server reachable (" + "; ".join(errors) + ")")
 
 
 def _offset_and_metadata(offset: int) -> Any:
@@ -134,11 +99,14 @@ class KafkaSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: Any = None
-        self._dlq: Any = None
-        self._dlq_retry_at = 0.0
+        self._dlq = (
+            DeadLetters(settings, metrics=metrics, clock=clock, producer_factory=producer_factory)
+            if settings.dlq_topic
+            else None
+        )
         self._fetched: dict[Any, int] = {}
         self._lag_at = 0.0
-        self._log = _RateLimitedLog(clock)
+        self._log = RateLimitedLog(logger, _LOG_EVERY, clock.monotonic).log
         self._connected = False
         self._closed = False
         self._down_since: float | bool | None = None  # False: watchdog disabled
@@ -242,11 +210,7 @@ class KafkaSource:
         finally:
             self._drop_consumer()
             if self._dlq is not None:
-                try:
-                    self._dlq.close(timeout=5)
-                except Exception as exc:
-                    logger.warning("kafka: closing the dead-letter producer failed: %s", exc)
-                self._dlq = None
+                self._dlq.close()
 
     def _connect(self) -> Any:
         KafkaConsumer = kafka_python().KafkaConsumer
@@ -490,56 +454,9 @@ class KafkaSource:
             getattr(rec, "offset", "?"),
             (rec.value or b"")[:80],
         )
-        if self.settings.dlq_topic:
-            for reason, rec in bad:
-                self._forward(tp, reason, rec)
-
-    def _forward(self, tp: Any, reason: str, rec: RecordLike) -> None:
-        producer = self._dlq_producer()
-        if producer is None:
-            return
-        headers = [
-            ("hotkeyd-reason", reason.encode()),
-            ("hotkeyd-topic", tp.topic.encode()),
-            ("hotkeyd-partition", str(tp.partition).encode()),
-            ("hotkeyd-offset", str(getattr(rec, "offset", -1)).encode()),
-        ]
-        try:
-            fut = producer.send(
-                self.settings.dlq_topic, key=rec.key, value=rec.value, headers=headers
-            )
-        except Exception as exc:
-            self._metrics.source_errors.labels(source=self.name, kind="dlq").inc()
-            self._log(logging.WARNING, "dlq", "kafka: dead-letter send failed: %s", exc)
-            return
-        fut.add_callback(lambda _md: self._metrics.dead_letters.inc())
-        fut.add_errback(self._dlq_failed)
-
-    def _dlq_failed(self, exc: BaseException) -> None:
-        self._metrics.source_errors.labels(source=self.name, kind="dlq").inc()
-        self._log(logging.WARNING, "dlq", "kafka: dead-letter delivery failed: %s", exc)
-
-    def _dlq_producer(self) -> Any:
         if self._dlq is not None:
-            return self._dlq
-        now = self._clock.monotonic()
-        if now < self._dlq_retry_at:
-            return None
-        KafkaProducer = kafka_python().KafkaProducer
-
-        kwargs = self.settings.producer_kwargs()
-        kwargs.update(max_block_ms=2_000, linger_ms=50)
-        factory = self._producer_factory or KafkaProducer
-        try:
-            self._dlq = factory(**kwargs)
-        except Exception as exc:
-            self._dlq_retry_at = now + 5.0
-            self._metrics.source_errors.labels(source=self.name, kind="dlq").inc()
-            self._log(
-                logging.WARNING, "dlq", "kafka: cannot create the dead-letter producer: %s", exc
-            )
-            return None
-        return self._dlq
+            for reason, rec in bad:
+                self._dlq.forward(tp, reason, rec)
 
 
 def _fmt_tps(tps: set[Any]) -> str:
