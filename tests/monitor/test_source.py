@@ -440,3 +440,61 @@ def test_tls_tap(tmp_path: Any, source_factory: Any) -> None:
         # a client that does not trust the server's CA is refused
         with pytest.raises(MonitorError, match="TLS handshake"):
             source_factory([f"redis-monitor+tls://127.0.0.1:{tls_port}"], connect_timeout=2).start()
+
+
+def test_select_on_one_connection_tracks_db(redis_server: RedisServer, source_factory: Any) -> None:
+    src = source_factory([url(redis_server)])
+    src.start()
+    r = redis.Redis(port=redis_server.port, single_connection_client=True)
+    r.execute_command("SELECT", 3)
+    r.set("samename", 1)
+    r.execute_command("SELECT", 0)
+    r.get("samename")
+    r.close()
+    tally = Tally()
+    assert tally.pump(src, lambda t: (0, b"samename") in t.total)
+    assert tally.writes == {(3, b"samename"): 1}
+    assert tally.total == {(3, b"samename"): 1, (0, b"samename"): 1}
+
+
+class SkewedClock:
+    """The real clock, with wall time pushed forward on demand (lines look late)."""
+
+    def __init__(self) -> None:
+        self.skew = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time() + self.skew
+
+
+def test_lag_beyond_max_lag_disconnects(
+    redis_server: RedisServer, source_factory: Any, metrics: Metrics
+) -> None:
+    clock = SkewedClock()
+    src = source_factory([url(redis_server)], clock=clock, max_lag=5.0, backoff_initial=0.05)
+    src.start()
+    r = redis.Redis(port=redis_server.port)
+    tally = Tally()
+
+    def seen(key: bytes) -> Any:
+        def check(t: Tally) -> bool:
+            r.get(key)
+            return (0, key) in t.total
+
+        return check
+
+    assert tally.pump(src, seen(b"on-time"))
+    assert metric(metrics, "hotkeyd_monitor_disconnects_total", reason="backlog") == 0
+    clock.skew = 60.0  # from now on every line looks 60 s late
+    assert tally.pump(
+        src,
+        lambda t: (
+            bool(r.get("x") or True)
+            and metric(metrics, "hotkeyd_monitor_disconnects_total", reason="backlog") >= 1
+        ),
+    )
+    # after reconnecting, the new connection's baseline absorbs the offset
+    assert tally.pump(src, seen(b"after-lag"))
