@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -11,9 +12,9 @@ import pytest
 import redis
 from kafka_testutil import create_topic
 
-from hotkeyd.reporter import Reporter
+from hotkeyd.reporter import Reporter, partition_for
 from hotkeyd.testing import KafkaBroker, RedisServer
-from hotkeyd.wire import Message, Namespace
+from hotkeyd.wire import Message, Namespace, decode_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -69,3 +70,80 @@ def test_reporter_traffic_makes_the_daemon_publish_the_hot_key(
             proc.wait(5)
     assert b"item:hot" in hot_seen, "the daemon never published item:hot"
     assert not any(k.startswith(b"item:cold") for k in hot_seen)
+
+
+def _daemon(
+    url: str, redis_url: str, ns: Namespace, rules: Path, instance: str
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hotkeyd", "run", "-s", url, "--redis-url", redis_url,
+         "--namespace", ns.prefix, "--rules", str(rules), "--no-http", "--log-level", "warning",
+         "--instance", instance],
+    )  # fmt: skip
+
+
+def _snapshot_hot(r: redis.Redis, ns: Namespace, instance: str) -> set[bytes]:
+    raw = r.get(ns.snapshot(instance))
+    if raw is None:
+        return set()
+    return {decode_key(e) for e in json.loads(raw).get("hot", [])}
+
+
+def test_two_daemons_in_one_group_split_the_hot_keys(
+    kafka_broker: KafkaBroker, redis_server: RedisServer, unique: str, tmp_path: Path
+) -> None:
+    """Key-partitioned reporter traffic: each hot key is hot in exactly one daemon, and
+    together the two daemons find every hot key (what one daemon alone would find)."""
+    partitions = 4
+    topic = f"acc-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=partitions)
+    ns = Namespace(prefix=f"hk-{unique}")
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    url = (
+        f"kafka://{kafka_broker.bootstrap}/{topic}?group=g-{unique}&format=reporter&start=earliest"
+        "&session_timeout_ms=6000&heartbeat_interval_ms=1000"
+    )
+    # Two hot keys per partition, so whatever the assignment, both daemons own some.
+    hot: list[bytes] = []
+    i = 0
+    while len(hot) < 2 * partitions:
+        k = b"hot:%d" % i
+        if sum(partition_for(h, partitions) == partition_for(k, partitions) for h in hot) < 2:
+            hot.append(k)
+        i += 1
+    r = redis.Redis.from_url(redis_server.url)
+    procs = [_daemon(url, redis_server.url, ns, rules, name) for name in ("d1", "d2")]
+    rep = Reporter(kafka_broker.bootstrap, topic, flush_interval=0.1)
+    snaps: dict[str, set[bytes]] = {}
+    try:
+        deadline = time.monotonic() + 90
+        settled = 0
+        while time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), "a daemon exited"
+            for _ in range(10):
+                for k in hot:
+                    rep.record(k, 15)  # ~1500/s per hot key (threshold 300)
+                for j in range(20):
+                    rep.record(b"cold:%d" % j)
+                time.sleep(0.01)
+            snaps = {name: _snapshot_hot(r, ns, name) for name in ("d1", "d2")}
+            ok = snaps["d1"] and snaps["d2"] and not (snaps["d1"] & snaps["d2"])
+            ok = ok and snaps["d1"] | snaps["d2"] == set(hot)
+            settled = settled + 1 if ok else 0
+            if settled >= 10:  # stable for ~1 s: the group has settled
+                break
+    finally:
+        rep.close()
+        r.close()
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+    assert snaps["d1"] and snaps["d2"], snaps
+    assert not (snaps["d1"] & snaps["d2"]), "a key is hot in both daemons"
+    assert snaps["d1"] | snaps["d2"] == set(hot)
