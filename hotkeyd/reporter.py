@@ -37,7 +37,7 @@ import mmh3
 
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.errors import ClientError
-from hotkeyd.formats import encode_counts
+from hotkeyd.formats import MAX_COUNT, encode_counts
 from hotkeyd.kafkaconf import check_reachable, kafka_python
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
@@ -189,7 +189,8 @@ class Reporter:
     def _run(self) -> None:
         clock = self._clock
         next_at = clock.monotonic() + self.flush_interval
-        while not self._stop.wait(max(0.0, next_at - clock.monotonic())):
+        # min(): a clock that does not move (ManualClock in tests) still flushes on time.
+        while not self._stop.wait(max(0.0, min(self.flush_interval, next_at - clock.monotonic()))):
             next_at += self.flush_interval
             now = clock.monotonic()
             if next_at < now:  # fell behind (slow broker): do not try to catch up in a burst
@@ -287,11 +288,16 @@ class Reporter:
                 bad += n if type(n) is int and n > 0 else 1
                 continue
             out[kb] = out.get(kb, 0) + n
+        for kb, n in out.items():
+            if n > MAX_COUNT:  # the daemon rejects larger counts; keep the key, cap its count
+                bad += n - MAX_COUNT
+                out[kb] = MAX_COUNT
         if bad:
             with self._lock:
                 self._dropped += bad
             logger.warning(
-                "reporter: dropped %d accesses with a key that is not bytes/str or a bad count", bad
+                "reporter: dropped %d accesses (key not bytes/str, bad count, or over the count cap)",
+                bad,
             )
         return out
 

@@ -205,3 +205,27 @@ def test_instrumented_redis_client_reports_its_keys(
     client.close()
     got = consume(kafka_broker.bootstrap, topic, 10, f"g-{unique}")
     assert got == {b"user:1": 8, b"user:2": 1, b"counter": 1}
+
+
+@pytest.mark.integration
+def test_counts_over_the_cap_are_capped_and_counted(kafka_broker: KafkaBroker, unique: str) -> None:
+    from hotkeyd.clock import ManualClock
+    from hotkeyd.formats import MAX_COUNT
+
+    topic = f"rep-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=1)
+    # A clock that never moves must not stop the timed flushes.
+    rep = Reporter(kafka_broker.bootstrap, topic, flush_interval=0.05, clock=ManualClock())
+    try:
+        rep.record(b"big", MAX_COUNT)
+        rep.record(b"big", 10)
+        rep.record(b"small", 2)
+        deadline = time.monotonic() + 15
+        while rep.stats()["messages_sent"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert rep.stats()["messages_sent"] >= 1  # sent by the timer, before close()
+    finally:
+        rep.close()
+    assert rep.dropped == 10
+    got = consume(kafka_broker.bootstrap, topic, MAX_COUNT + 2, f"g-{unique}")
+    assert got == {b"big": MAX_COUNT, b"small": 2}
