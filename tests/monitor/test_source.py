@@ -498,3 +498,28 @@ def test_lag_beyond_max_lag_disconnects(
     )
     # after reconnecting, the new connection's baseline absorbs the offset
     assert tally.pump(src, seen(b"after-lag"))
+
+
+def cluster_node() -> RedisServer:
+    args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+    return RedisServer(extra_args=[*args, "--cluster-port", str(free_port())])
+
+
+def test_cluster_topology_refresh_adds_and_removes_primaries(source_factory: Any) -> None:
+    with cluster_node() as a, cluster_node() as b:
+        ra, rb = redis.Redis(port=a.port), redis.Redis(port=b.port)
+        ra.execute_command("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+        src = source_factory([f"redis-monitor://127.0.0.1:{a.port}"], cluster_refresh=0.2)
+        src.start()
+        assert [t.target.redis.port for t in src.taps] == [a.port]
+        bus = int(rb.config_get("cluster-port")["cluster-port"])
+        ra.execute_command("CLUSTER", "MEET", "127.0.0.1", b.port, bus)
+        tally = Tally()
+        assert tally.pump(src, lambda t: len(src.taps) == 2, timeout=20)
+        new = next(t for t in src.taps if t.target.redis.port == b.port)
+        assert tally.pump(src, lambda t: bool(rb.ping()) and new.lines > 0)
+        b_id = rb.execute_command("CLUSTER", "MYID").decode()
+        ra.execute_command("CLUSTER", "FORGET", b_id)
+        assert tally.pump(src, lambda t: len(src.taps) == 1, timeout=20)
+        assert src.taps[0].target.redis.port == a.port
+        assert new.stop_event.is_set()

@@ -1,0 +1,394 @@
+"""One tapped server: its MONITOR connection, reader thread and pending counts.
+
+Split from :mod:`hotkeyd.sources.monitor` (which owns discovery and the Source API);
+see that module for the design. A :class:`Tap` reads the raw stream in large chunks,
+hands them to the C parser (GIL released), folds the keys into per-(db, window scale)
+counters, duty-cycles with MONITOR/RESET, and disconnects when it falls behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import ssl
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from hotkeyd.errors import MonitorError, MonitorPermissionError
+from hotkeyd.keyspec import table_from_command_reply
+from hotkeyd.monitor_parser import Parser
+from hotkeyd.sources.base import Batch
+from hotkeyd.sources.monitor_conn import MonitorTarget, RespConnection, RespError
+
+if TYPE_CHECKING:
+    from hotkeyd.sources.monitor import MonitorSource
+
+__all__ = ["PERIOD", "Tap", "is_perm", "perm_error", "unreachable"]
+
+logger = logging.getLogger("hotkeyd.sources.monitor")
+_SOURCE = "monitor"
+PERIOD = 1.0  # duty-cycle period, seconds
+
+
+class _Backlog(Exception):
+    """The tap fell behind: disconnect before Redis buffers without bound."""
+
+
+class _Closed(ConnectionError):
+    """The server closed the connection (restart, kill, timeout)."""
+
+
+def perm_error(target: MonitorTarget, what: str, exc: Exception) -> MonitorPermissionError:
+    user = target.redis.username or "default"
+    return MonitorPermissionError(
+        f"Redis user {user!r} on {target.display} may not run {what.upper().replace('|', ' ')} "
+        f"({exc}); grant it with: ACL SETUSER {user} +{what.lower()}"
+    )
+
+
+def unreachable(target: MonitorTarget, exc: OSError) -> MonitorError:
+    if isinstance(exc, ssl.SSLError):
+        return MonitorError(f"TLS handshake with {target.display} failed: {exc}")
+    return MonitorError(f"cannot reach {target.display}: {exc}")
+
+
+def is_perm(exc: Exception) -> bool:
+    return str(exc).startswith("NOPERM")
+
+
+class Tap:
+    """One server's MONITOR connection and its reader thread."""
+
+    def __init__(
+        self, src: MonitorSource, target: MonitorTarget, seed: MonitorTarget | None = None
+    ) -> None:
+        self.src = src
+        self.target = target
+        self.seed = seed  # the cluster seed URL this primary was discovered from
+        self.parser = Parser(skip_scripts=not src.count_script_calls, max_line=src.max_line)
+        self.conn: RespConnection | None = None
+        self.ctl: RespConnection | None = None
+        self.client_id: int | None = None
+        self.thread: threading.Thread | None = None
+        self._table: Any = None
+        self._use_reset = True
+        self._lag_base = float("inf")
+        self._buf = bytearray(src.read_size)
+        self.lines = 0
+        # (db, scale) -> (all accesses, writes): windows of different scale stay apart
+        self.acc: dict[tuple[int, float], tuple[Counter[bytes], Counter[bytes]]] = {}
+        self._scale = 1.0 / src.duty
+        self._win_start: float | None = None  # monotonic start of the current window
+        self.acc_bytes = 0
+        self.acc_ts = 0.0
+        self._reset_seen = False
+        self.stop_event = threading.Event()  # set by the source on close or topology change
+
+    # ----------------------------------------------------------- connect
+    def _call(self, conn: RespConnection, what: str, *args: str | int) -> Any:
+        try:
+            return conn.call(*args)
+        except RespError as exc:
+            if is_perm(exc):
+                raise perm_error(self.target, what, exc) from None
+            raise
+
+    def _auth(self, conn: RespConnection) -> None:
+        r = self.target.redis
+        if r.password is None:
+            return
+        args = ("AUTH", r.username, r.password) if r.username else ("AUTH", r.password)
+        try:
+            conn.call(*args)
+        except RespError as exc:
+            raise MonitorError(
+                f"authentication as {r.username or 'default'!r} failed on {self.target.display}: {exc}"
+            ) from None
+
+    def connect(self, fresh: bool = True) -> None:
+        """Open the MONITOR connection (and the control one), ready to stream.
+
+        Args:
+            fresh: start a new duty-cycle schedule (False when reconnecting is how
+                the cycle leaves MONITOR mode on servers without RESET).
+        """
+        self.close_conns()
+        try:
+            self._connect(fresh)
+        except RespError as exc:  # e.g. NOAUTH: a password is needed but none given
+            raise MonitorError(f"{self.target.display} refused the tap: {exc}") from None
+
+    def _connect(self, fresh: bool) -> None:
+        src = self.src
+        conn = RespConnection(self.target.redis, src.connect_timeout)
+        self.conn = conn
+        self._auth(conn)
+        if fresh or self._table is None:  # the server may have been upgraded meanwhile
+            try:
+                reply = self._call(conn, "command|info", "COMMAND", "INFO")
+            except RespError:  # pre-7.0: COMMAND INFO needs names; COMMAND lists all
+                reply = self._call(conn, "command", "COMMAND")
+            self._table = table_from_command_reply(reply)
+        # a new parser: no partial line left over from the previous connection
+        self.parser = Parser(
+            self._table, skip_scripts=not src.count_script_calls, max_line=src.max_line
+        )
+        skip = [conn.local_addr]
+        self.client_id = None
+        if src.max_backlog_bytes > 0:
+            try:
+                self.client_id = int(conn.call("CLIENT", "ID"))
+                ctl = RespConnection(self.target.redis, src.connect_timeout)
+                self.ctl = ctl
+                self._auth(ctl)
+                ctl.call("CLIENT", "LIST", "ID", self.client_id)
+                skip.append(ctl.local_addr)
+            except RespError as exc:
+                src.ratelog.warning(
+                    "noomem",
+                    "MONITOR tap on %s cannot poll its output buffer (%s); relying on the lag check",
+                    self.target.display,
+                    exc,
+                )
+                self.client_id = None
+                if self.ctl is not None:
+                    self.ctl.close()
+                    self.ctl = None
+        self.parser.set_skip(skip)
+        self._lag_base = float("inf")
+        if fresh:
+            self._win_start = None
+        self._start_monitor()
+
+    def _start_monitor(self) -> None:
+        """Send MONITOR and wait for +OK (the stream starts right after)."""
+        assert self.conn is not None
+        now = self.src.clock.monotonic()
+        duty = self.src.duty
+        if duty < 1.0 and self._win_start is not None:
+            # this window stands for the time since the previous one started
+            self._scale = max(PERIOD, now - self._win_start) / (PERIOD * duty)
+        else:
+            self._scale = 1.0 / duty
+        self._win_start = now
+        self.conn.send("MONITOR")
+        reply = self.conn.read_reply()
+        if isinstance(reply, RespError):
+            if is_perm(reply):
+                raise perm_error(self.target, "monitor", reply)
+            raise MonitorError(f"MONITOR refused by {self.target.display}: {reply}")
+        rest = self.conn.take_buffered()
+        if rest:
+            self._handle(self.parser.feed(rest))
+
+    def close_conns(self) -> None:
+        for c in (self.conn, self.ctl):
+            if c is not None:
+                c.close()
+        self.conn = self.ctl = None
+
+    # ----------------------------------------------------------- stream
+    def _handle(self, res: tuple[Any, ...]) -> None:
+        groups, replies, n_mon, _n_skip, n_bad, n_long, _n_unk, _ts0, ts1 = res
+        src = self.src
+        m = src.metrics
+        if n_mon:
+            self.lines += n_mon
+            m.records.labels(source=_SOURCE).inc(n_mon)
+            lag = src.clock.time() - ts1
+            self._lag_base = min(self._lag_base, lag)
+            if lag - self._lag_base > src.max_lag:
+                raise _Backlog(f"MONITOR lines arrive {lag - self._lag_base:.1f}s late")
+        if n_bad:
+            m.malformed.labels(source=_SOURCE, reason="malformed").inc(n_bad)
+            src.ratelog.warning(
+                "malformed", "%d malformed MONITOR lines from %s", n_bad, self.target.display
+            )
+        if n_long:
+            m.malformed.labels(source=_SOURCE, reason="too_long").inc(n_long)
+            src.ratelog.warning(
+                "toolong", "%d MONITOR lines over %d bytes dropped", n_long, src.max_line
+            )
+        for r in replies:
+            if r.startswith(b"-"):
+                raise MonitorError(f"{self.target.display} said {r.decode('utf-8', 'replace')}")
+            if r == b"+RESET":
+                self._reset_seen = True
+        if groups:
+            with src.cond:
+                acc = self.acc
+                for tag, keys in groups.items():
+                    slot = (tag >> 1, self._scale)
+                    pair = acc.get(slot)
+                    if pair is None:
+                        pair = acc[slot] = (Counter(), Counter())
+                    pair[0].update(keys)
+                    if tag & 1:
+                        pair[1].update(keys)
+                # MONITOR stamps lines with the server's clock; shift it onto ours by the
+                # smallest offset seen on this connection, so skew is not taken for lag.
+                shift = self._lag_base if self._lag_base != float("inf") else 0.0
+                self.acc_ts = max(self.acc_ts, ts1 + shift)
+                src.cond.notify()
+
+    def account(self, nbytes: int) -> None:
+        """Count bytes read since the last drain; too many means the detector is behind."""
+        with self.src.cond:
+            self.acc_bytes += nbytes
+            if self.acc_bytes > self.src.max_pending_bytes:
+                self.acc.clear()
+                self.acc_bytes = 0
+                raise _Backlog("the detector is not draining the tap (pending data over limit)")
+
+    def drain(self) -> list[Batch]:
+        """Swap out the pending counters as batches (caller holds src.cond)."""
+        acc, ts = self.acc, self.acc_ts
+        self.acc, self.acc_bytes = {}, 0
+        out = []
+        for db, scale in sorted(acc):
+            allc, wc = acc[(db, scale)]
+            out.append(
+                Batch(
+                    keys=list(allc),
+                    counts=list(allc.values()),
+                    writes=list(wc) if wc else None,
+                    write_counts=list(wc.values()) if wc else None,
+                    db=db,
+                    ts=ts,
+                    scale=scale,
+                    source=_SOURCE,
+                    meta={"server": self.target.display},
+                )
+            )
+        return out
+
+    def _poll_backlog(self) -> None:
+        if self.ctl is None or self.client_id is None:
+            return
+        line = self.ctl.call("CLIENT", "LIST", "ID", self.client_id)
+        fields = dict(f.split(b"=", 1) for f in bytes(line).split() if b"=" in f)
+        omem = int(fields.get(b"omem", b"0"))
+        if omem > self.src.max_backlog_bytes:
+            raise _Backlog(f"its output buffer on the server is {omem} bytes")
+
+    def _listen(self, until: float) -> None:
+        """Read the stream until monotonic time ``until`` (inf: until stop)."""
+        src, conn = self.src, self.conn
+        assert conn is not None
+        sock = conn.sock
+        sock.settimeout(0.1)
+        clock, stop = src.clock, self.stop_event
+        next_poll = clock.monotonic() + src.poll_interval
+        view = memoryview(self._buf)
+        while not stop.is_set():
+            now = clock.monotonic()
+            if now >= until:
+                return
+            if now >= next_poll:
+                self._poll_backlog()
+                next_poll = now + src.poll_interval
+            if until - now < 0.1:  # end the window on time: its length sets the scale
+                sock.settimeout(max(0.001, until - now))
+            try:
+                n = sock.recv_into(view)
+            except TimeoutError:
+                continue
+            if n == 0:
+                raise _Closed(f"{self.target.display} closed the MONITOR connection")
+            self.account(n)
+            self._handle(self.parser.feed(view[:n]))
+
+    def _pause(self) -> None:
+        """Leave MONITOR mode for the off part of the duty cycle."""
+        conn = self.conn
+        assert conn is not None
+        if not self._use_reset:
+            self.close_conns()
+            self._wait_next_window()
+            self.connect(fresh=False)
+            return
+        self._reset_seen = False
+        conn.send("RESET")
+        sock = conn.sock
+        sock.settimeout(0.1)
+        view = memoryview(self._buf)
+        while not self._reset_seen:
+            try:
+                n = sock.recv_into(view)
+            except TimeoutError:
+                continue
+            if n == 0:
+                raise _Closed(f"{self.target.display} closed the MONITOR connection")
+            try:
+                self.account(n)
+                self._handle(self.parser.feed(view[:n]))
+            except MonitorError as exc:
+                if "RESET" not in str(exc).upper():
+                    raise
+                self._use_reset = False  # Redis < 6.2: no RESET; reconnect each cycle
+                return self._pause()
+        self._auth(conn)  # RESET de-authenticates
+        self._wait_next_window()
+        if not self.stop_event.is_set():
+            self._start_monitor()
+
+    def _wait_next_window(self) -> None:
+        """Sleep until the next point of the 1 s grid (at once when already late)."""
+        start = self._win_start if self._win_start is not None else self.src.clock.monotonic()
+        self.stop_event.wait(max(0.0, start + PERIOD - self.src.clock.monotonic()))
+
+    def session(self) -> None:
+        """Stream until stop or an error; duty-cycled when duty < 1."""
+        duty = self.src.duty
+        while not self.stop_event.is_set():
+            if duty >= 1.0 or self._win_start is None:
+                self._listen(float("inf"))
+            else:
+                self._listen(self._win_start + PERIOD * duty)
+                if not self.stop_event.is_set():
+                    self._pause()
+
+    # ----------------------------------------------------------- thread
+    def run(self) -> None:
+        src, m = self.src, self.src.metrics
+        backoff = src.backoff_initial
+        while not self.stop_event.is_set():
+            before = self.lines
+            try:
+                if self.conn is None:
+                    self.connect()
+                self.session()
+                continue
+            except Exception as exc:  # classified below; the tap thread never dies
+                failure: Exception = exc
+            finally:
+                self.close_conns()
+            if self.stop_event.is_set():
+                break
+            reason, kind = self._classify(failure)
+            m.monitor_disconnects.labels(reason=reason).inc()
+            m.source_errors.labels(source=_SOURCE, kind=kind).inc()
+            if self.lines > before:
+                backoff = src.backoff_initial  # it worked for a while: retry fast
+            self.stop_event.wait(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, src.backoff_max)
+
+    def _classify(self, exc: Exception) -> tuple[str, str]:
+        """(disconnect reason, source error kind) of a failure, logged at a limited rate."""
+        where, rl = self.target.display, self.src.ratelog
+        if isinstance(exc, _Backlog):
+            logger.warning(
+                "MONITOR tap on %s is behind (%s): disconnecting to protect Redis", where, exc
+            )
+            return "backlog", "backlog"
+        if isinstance(exc, MonitorPermissionError):
+            rl.error("perm", "%s", exc)
+            return "error", "permission"
+        if isinstance(exc, OSError):  # ConnectionError, timeouts, refused: a restart
+            rl.warning("conn", "MONITOR tap on %s lost its connection: %s", where, exc)
+            return "restart", "connection"
+        rl.error("err", "MONITOR tap on %s failed: %s", where, exc)
+        if not isinstance(exc, (MonitorError, RespError, ValueError)):
+            logger.debug("unexpected tap failure", exc_info=exc)
+        return "error", "protocol"
