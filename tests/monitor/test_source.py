@@ -523,3 +523,17 @@ def test_cluster_topology_refresh_adds_and_removes_primaries(source_factory: Any
         assert tally.pump(src, lambda t: len(src.taps) == 1, timeout=20)
         assert src.taps[0].target.redis.port == a.port
         assert new.stop_event.is_set()
+
+
+def test_several_urls_tap_several_servers(
+    redis_server: RedisServer, shared_redis: RedisServer, source_factory: Any, unique: str
+) -> None:
+    src = source_factory([url(redis_server), url(shared_redis)])
+    src.start()
+    assert len(src.taps) == 2
+    key_a, key_b = f"on-a-{unique}".encode(), f"on-b-{unique}".encode()
+    redis.Redis(port=redis_server.port).set(key_a, 1)
+    redis.Redis(port=shared_redis.port).set(key_b, 1)
+    tally = Tally()
+    assert tally.pump(src, lambda t: (0, key_a) in t.writes and (0, key_b) in t.writes)
+    assert {url(redis_server), url(shared_redis)} <= tally.servers
