@@ -537,3 +537,16 @@ def test_several_urls_tap_several_servers(
     tally = Tally()
     assert tally.pump(src, lambda t: (0, key_a) in t.writes and (0, key_b) in t.writes)
     assert {url(redis_server), url(shared_redis)} <= tally.servers
+
+
+def test_strictly_minimal_acl_taps_with_a_warning(
+    redis_server: RedisServer, source_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    acl_user(redis_server, "bare", "+monitor", "+command|info")
+    src = source_factory([url(redis_server, "bare:pw@")])
+    src.start()
+    assert src.taps[0].client_id is None  # no output-buffer polling possible
+    assert "cannot poll" in caplog.text and "CLUSTER NODES" in caplog.text
+    r = redis.Redis(port=redis_server.port)
+    tally = Tally()
+    assert tally.pump(src, lambda t: bool(r.set("bare-key", 1)) and (0, b"bare-key") in t.writes)
