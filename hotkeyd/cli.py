@@ -50,6 +50,9 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # kafka-python logs an ERROR line for every reconnect attempt; hotkeyd's Kafka
+    # source reports connection trouble itself, at a limited rate.
+    logging.getLogger("kafka").setLevel(max(logging.CRITICAL, logging.getLogger().level))
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

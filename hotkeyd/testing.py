@@ -144,7 +144,8 @@ class KafkaBroker(_Server):
     def __init__(self, port: int | None = None) -> None:
         self.binary = tansu_binary()
         self.port = port or free_port()
-        self.log = tempfile.NamedTemporaryFile(prefix="hotkeyd-tansu-", suffix=".log", delete=False)  # noqa: SIM115
+        fd, self.log_path = tempfile.mkstemp(prefix="hotkeyd-tansu-", suffix=".log")
+        os.close(fd)
 
     @property
     def bootstrap(self) -> str:
@@ -154,19 +155,20 @@ class KafkaBroker(_Server):
         url = f"tcp://127.0.0.1:{self.port}"
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [
+                    self.binary,
+                    "broker",
+                    "--listener-url",
+                    url,
+                    "--advertised-listener-url",
+                    url,
+                    "--storage-engine",
+                    "memory://tansu/",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         wait_for_port(self.port, timeout=20.0)

@@ -38,7 +38,7 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
                     max_line=settings.max_key_len + 32,
                 )
             )
-        elif scheme == "kafka" or scheme == "kafka+ssl":
+        elif scheme in ("kafka", "kafkas", "kafka+ssl"):
             from hotkeyd.kafkaconf import parse_kafka_url
             from hotkeyd.sources.kafka import KafkaSource
 
