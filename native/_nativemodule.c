@@ -751,7 +751,14 @@ static PyTypeObject HeavyKeeperType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd._native.HeavyKeeper",
     .tp_basicsize = sizeof(SketchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "HeavyKeeper top-k sketch (C core). See hotkeyd.sketch.",
+    .tp_doc = "HeavyKeeper(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
+              "key_bytes=None)\n\n"
+              "HeavyKeeper top-k sketch (Gong et al., USENIX ATC 2018), C core.\n\n"
+              "memory is the total byte budget (buckets, heap, index and key arena); nbytes never\n"
+              "exceeds it. Results are identical to hotkeyd._sketch_py.HeavyKeeper for the same seed.\n\n"
+              "Thread safety: each object has its own lock, taken around every method, so sharing\n"
+              "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
+              "See docs/sketch.md.",
     .tp_new = Sketch_new,
     .tp_dealloc = (destructor)Sketch_dealloc,
     .tp_methods = HeavyKeeper_methods,
@@ -764,7 +771,15 @@ static PyTypeObject CountMinType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd._native.CountMinTopK",
     .tp_basicsize = sizeof(SketchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Count-Min (conservative update) top-k sketch (C core). See hotkeyd.sketch.",
+    .tp_doc = "CountMinTopK(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
+              "key_bytes=None)\n\n"
+              "Count-Min sketch with conservative update and a top-k heap, C core. Mergeable with a\n"
+              "sketch of the same width, depth, seed and max_key_len.\n\n"
+              "memory is the total byte budget (counters, heap, index and key arena); nbytes never\n"
+              "exceeds it. Results are identical to hotkeyd._sketch_py.CountMinTopK for the same seed.\n\n"
+              "Thread safety: each object has its own lock, taken around every method, so sharing\n"
+              "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
+              "See docs/sketch.md.",
     .tp_new = Sketch_new,
     .tp_dealloc = (destructor)Sketch_dealloc,
     .tp_methods = CountMin_methods,
