@@ -266,7 +266,7 @@ def _counts(o: Any, n: int) -> list[int]:
     if isinstance(o, str):
         raise TypeError("counts must be a sequence of ints, not str")
     if hasattr(o, "dtype") and hasattr(o, "ndim"):
-        if o.dtype.kind not in "iu" or o.ndim > 1:
+        if o.dtype.kind not in "iu" or o.ndim != 1:
             raise TypeError(f"counts must hold integers, not dtype {o.dtype}")
         o = o.tolist()
     try:

@@ -255,7 +255,7 @@ static int counts_from_buffer(PyObject *o, Py_ssize_t n, uint32_t *out) {
     if (*fmt == '@' || *fmt == '=' || *fmt == '<')
         fmt++;
     code = fmt[0];
-    if (fmt[0] == 0 || fmt[1] != 0 || !strchr("bBhHiIlLqQnN", code) || v.ndim > 1) {
+    if (fmt[0] == 0 || fmt[1] != 0 || !strchr("bBhHiIlLqQnN", code) || v.ndim != 1) {
         PyErr_Format(PyExc_TypeError, "counts must hold integers, not buffer format '%s'",
                      v.format ? v.format : "B");
         PyBuffer_Release(&v);
@@ -310,10 +310,26 @@ static int counts_from_buffer(PyObject *o, Py_ssize_t n, uint32_t *out) {
     return ok ? 0 : -1;
 }
 
+/* Fast path only for native-order integer buffers; a byte-swapped buffer ('>' or '!')
+ * goes through the generic sequence path, which reads it correctly. */
+static int native_order_buffer(PyObject *o) {
+    Py_buffer v;
+    int ok;
+    if (!PyObject_CheckBuffer(o) || PyBytes_Check(o) || PyByteArray_Check(o))
+        return 0;
+    if (PyObject_GetBuffer(o, &v, PyBUF_FORMAT | PyBUF_ND) != 0) {
+        PyErr_Clear();
+        return 1; /* let counts_from_buffer report the problem */
+    }
+    ok = !(v.format && (v.format[0] == '>' || v.format[0] == '!'));
+    PyBuffer_Release(&v);
+    return ok;
+}
+
 static int counts_get(PyObject *o, Py_ssize_t n, uint32_t *out) {
     PyObject *seq;
     Py_ssize_t i;
-    if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o))
+    if (native_order_buffer(o))
         return counts_from_buffer(o, n, out);
     if (PyUnicode_Check(o)) {
         PyErr_SetString(PyExc_TypeError, "counts must be a sequence of ints, not str");

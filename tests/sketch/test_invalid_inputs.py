@@ -5,6 +5,7 @@ Pinned for both classes and both implementations, like mmh3's test_invalid_input
 
 from __future__ import annotations
 
+import array
 from typing import Any
 
 import numpy as np
@@ -142,7 +143,9 @@ def test_count_zero_and_numpy_ints(cls: Any) -> None:
     sk.update(b"a", np.int64(3))
     sk.update_many([b"a", b"b"], np.array([2, 5], dtype=np.uint32))
     sk.update_many([b"a", b"b"], np.array([1, 1], dtype=np.int8))
-    assert sk.topk() == [(b"a", 6), (b"b", 6)]
+    sk.update_many([b"a", b"b"], np.array([256, 1], dtype=">i4"))  # byte-swapped
+    sk.update_many([b"a"], memoryview(array.array("q", [4])))
+    assert sk.topk() == [(b"a", 266), (b"b", 7)]
 
 
 def test_update_many_arguments(cls: Any) -> None:
@@ -158,6 +161,10 @@ def test_update_many_arguments(cls: Any) -> None:
         sk.update_many([b"a"], np.array([1.0]))
     with pytest.raises(TypeError):
         sk.update_many([b"a"], np.array([[1]]))
+    with pytest.raises(TypeError):
+        sk.update_many([b"a"], np.array(1))  # 0-d
+    with pytest.raises(TypeError):
+        sk.update_many([b"a"], np.array([True]))
     with pytest.raises(TypeError):
         sk.update_many([b"a"], "1")
     with pytest.raises(TypeError):
