@@ -311,3 +311,32 @@ def test_top_and_watch_read_a_running_daemon(redis_server: RedisServer, unique: 
     assert "item:77" in table.stdout and "RATE/s" in table.stdout
     lines = [json.loads(x) for x in out.splitlines()]
     assert len(lines) == 2 and any(h["key"] == "item:77" for m in lines for h in m["hot"])
+
+
+PUBLISHER_ACL = "+set +pexpire +zadd +zrem +del +publish +multi +exec +ping"
+
+
+def test_publisher_runs_with_the_documented_minimal_acl_user(
+    redis_server: RedisServer, unique: str
+) -> None:
+    """README's ACL line for the publisher is enough, and nothing else is needed."""
+    import redis as redis_py
+
+    admin = redis_py.Redis.from_url(redis_server.url)
+    ns = f"acl{unique}"
+    admin.execute_command(
+        "ACL", "SETUSER", "hkpub", "on", ">pw", f"~{ns}:*", f"&{ns}:*", *PUBLISHER_ACL.split()
+    )
+    url = f"redis://hkpub:pw@127.0.0.1:{redis_server.port}/0"
+    listener = Listener(redis_server.url, f"{ns}:events")
+    try:
+        with Daemon("--redis-url", url, "--namespace", ns) as d:
+            d.feed_rate({b"item:3": 3000.0}, 1.2)
+            assert listener.wait_for(lambda: b"item:3" in listener.hot_keys(), 3)
+            assert admin.get(f"{ns}:snapshot:" + listener.messages[-1][1].instance) is not None
+            assert d.metric("hotkeyd_publish_failures_total") == 0
+            assert d.stop() == 0
+    finally:
+        listener.close()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert PUBLISHER_ACL in readme
