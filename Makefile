@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 
-.PHONY: install install-dev native servers test test-native test-pure lint format bench run clean
+.PHONY: install install-dev servers test lint format bench run clean
 
 install:            ## install hotkeyd with its native core
 	$(PIP) install -q .
@@ -15,10 +15,11 @@ servers:            ## redis-server and redis-tools (apt) when missing
 	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || \
 	  (apt-get update -qq && apt-get install -y -qq redis-server redis-tools)
 
-test: servers install-dev   ## everything CI runs: native build required, then the suite twice
-	$(PYTHON) -c "import hotkeyd._native"   # fails loudly if the C core did not build
+test: servers install-dev   ## everything CI runs: native build required, lint, the suite, then the pure twins
+	$(PYTHON) -c "import hotkeyd._native, hotkeyd._monitor"   # fails loudly if the C core did not build
+	$(MAKE) lint
 	$(PYTHON) -m pytest
-	HOTKEYD_PURE_PYTHON=1 $(PYTHON) -m pytest tests/sketch
+	HOTKEYD_PURE_PYTHON=1 $(PYTHON) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py
 
 lint:
 	ruff check hotkeyd tests benchmarks
@@ -32,7 +33,8 @@ format:
 bench:
 	$(PYTHON) benchmarks/run_all.py
 
-run: install        ## the main job: the daemon on a demo stream, stdout mode
+run: install        ## the main job: `hotkeyd demo` (daemon + subscriber on a live workload)
+	-@command -v redis-server >/dev/null || $(MAKE) -s servers || echo "(no redis-server: the demo runs in-process)"
 	hotkeyd demo
 
 clean:
