@@ -187,6 +187,28 @@ class HotSetState:
             for c in cool:
                 self._hot.pop((c.key, c.db), None)
 
+    def record(
+        self,
+        hot: Sequence[HotEntry],
+        still_hot: Sequence[HotEntry],
+        cool: Sequence[CoolEntry],
+        *,
+        full: bool = False,
+        final: bool = False,
+    ) -> Message | None:
+        """Fold the changes in and return the message announcing them (None if nothing to say).
+
+        Synchronous publishers (stdout, memory) send exactly this message; the Redis
+        publisher queues and coalesces instead, so it uses :meth:`apply` directly.
+        """
+        with self.lock:
+            self.apply(hot, still_hot, cool, full=full)
+            if full:
+                return self.full_message(final=final)
+            if hot or still_hot or cool or final:
+                return self.delta_message(hot, still_hot, cool, final=final)
+            return None
+
     def replace(self, hot_set: Sequence[HotEntry], top: Sequence[Mapping[str, Any]]) -> None:
         """Replace the hot set and the top list wholesale."""
         normalized = normalize_top(top, self.top_limit)

@@ -73,15 +73,10 @@ class MemoryPublisher:
         full: bool = False,
         final: bool = False,
     ) -> None:
-        with self._state.lock:
-            self._state.apply(hot, still_hot, cool, full=full)
-            if full:
-                msg = self._state.full_message(final=final)
-            elif hot or still_hot or cool or final:
-                msg = self._state.delta_message(hot, still_hot, cool, final=final)
-            else:
-                return
-            self._record(msg)
+        with self._state.lock:  # recorded in seq order
+            msg = self._state.record(hot, still_hot, cool, full=full, final=final)
+            if msg is not None:
+                self._record(msg)
 
     def update_state(
         self, hot_set: Sequence[HotEntry], top: Sequence[Mapping[str, Any]] = ()

@@ -90,15 +90,9 @@ class StdoutPublisher:
         full: bool = False,
         final: bool = False,
     ) -> None:
-        with self._state.lock:
-            self._state.apply(hot, still_hot, cool, full=full)
-            if full:
-                msg = self._state.full_message(final=final)
-            elif hot or still_hot or cool or final:
-                msg = self._state.delta_message(hot, still_hot, cool, final=final)
-            else:
-                return
-        self._write(msg)
+        msg = self._state.record(hot, still_hot, cool, full=full, final=final)
+        if msg is not None:
+            self._write(msg)
 
     def update_state(
         self, hot_set: Sequence[HotEntry], top: Sequence[Mapping[str, Any]] = ()
