@@ -25,23 +25,27 @@ logger = logging.getLogger("hotkeyd")
 
 
 class _Fail(click.ClickException):
-    """One line on stderr, exit code 2 for usage/config problems, 1 otherwise."""
+    """A runtime failure: one line on stderr, exit code 1."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = code
+    exit_code = 1
 
     def show(self, file: Any = None) -> None:
         click.echo(f"hotkeyd: error: {self.format_message()}", err=True)
+
+
+class _ConfigFail(_Fail):
+    """A usage or configuration problem: one line on stderr, exit code 2."""
+
+    exit_code = 2
 
 
 def _translate(fn: Callable[[], int | None]) -> int:
     try:
         return fn() or 0
     except ConfigError as exc:
-        raise _Fail(str(exc), 2) from exc
+        raise _ConfigFail(str(exc)) from exc
     except HotkeydError as exc:
-        raise _Fail(str(exc), 1) from exc
+        raise _Fail(str(exc)) from exc
 
 
 def _setup_logging(level: str) -> None:
