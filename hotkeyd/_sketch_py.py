@@ -46,10 +46,12 @@ ENTRY_COST = 24
 KEY_RESERVE_AVG = 32
 DEFAULT_MEMORY = 65536
 DEFAULT_DEPTH = {KIND_HEAVYKEEPER: 2, KIND_COUNTMIN: 4}
-CELL_SIZE = {KIND_HEAVYKEEPER: 8, KIND_COUNTMIN: 4}
+HK_SLOTS = 2  # slots per HeavyKeeper bucket (SK_HK_SLOTS in C)
+CELL_SIZE = {KIND_HEAVYKEEPER: 8 * HK_SLOTS, KIND_COUNTMIN: 4}  # bytes per bucket
+WORDS = {KIND_HEAVYKEEPER: HK_SLOTS, KIND_COUNTMIN: 1}  # stored words per bucket
 DECAY_NUM = 25  # b = DECAY_DEN / DECAY_NUM = 1.08
 DECAY_DEN = 27
-SERIAL_VERSION = 1
+SERIAL_VERSION = 2  # 2: HeavyKeeper buckets hold HK_SLOTS slots
 MAGIC = b"HKSK"
 _HEADER = struct.Struct("<4sHBBIIIIIIIIQII")
 HEADER_SIZE = _HEADER.size  # 56
@@ -319,7 +321,7 @@ class _Sketch:
         self._reset()
 
     def _reset(self) -> None:
-        self._cells = [0] * (self._width * self._depth)
+        self._cells = [0] * (self._width * self._depth * WORDS[self._KIND])
         self._rng = self._rng0
         self._heap: list[list[Any]] = []  # [count, hash, key]
         self._index: dict[bytes, int] = {}
@@ -655,8 +657,8 @@ class _Sketch:
             params = _plan(cls._KIND, k, None, width, depth, seed, ml, kb)
         except SketchError as exc:
             raise SerializationError(str(exc)) from None
-        cells = width * depth
-        table = cells * CELL_SIZE[cls._KIND]
+        cells = width * depth * WORDS[cls._KIND]
+        table = width * depth * CELL_SIZE[cls._KIND]
         if size > k or table > n - 4 - HEADER_SIZE:
             raise SerializationError("corrupt sketch: heap size or table does not fit")
         self = cls.__new__(cls)
@@ -697,24 +699,31 @@ class HeavyKeeper(_Sketch):
     _KIND = KIND_HEAVYKEEPER
 
     def _update_cells(self, h: int, n: int) -> int:
+        # As hk_update_cells in C: own slot, else an empty slot, else decay the weaker slot.
         cells = self._cells
         width = self._width
         maxv = 0
         for i, idx in enumerate(_row_indexes(h, width, self._depth)):
-            j = i * width + idx
-            cell = cells[j]
-            c = cell & M32
-            fp = cell >> 32
-            if c == 0:
+            j = (i * width + idx) * HK_SLOTS
+            c0 = cells[j] & M32
+            c1 = cells[j + 1] & M32
+            if c0 and cells[j] >> 32 == h:
+                pass
+            elif c1 and cells[j + 1] >> 32 == h:
+                j += 1
+            elif c0 == 0 or c1 == 0:
+                if c0 != 0:
+                    j += 1
                 cells[j] = (h << 32) | n
                 if n > maxv:
                     maxv = n
-            elif fp == h:
-                c = min(c + n, COUNT_MAX)
-                cells[j] = (h << 32) | c
-                if c > maxv:
-                    maxv = c
+                continue
             else:
+                if c1 < c0:
+                    j += 1
+                cell = cells[j]
+                c = cell & M32
+                fp = cell >> 32
                 rem = n
                 while c < _HK_LEVELS:
                     # splitmix64, as rng_next() in C
@@ -739,16 +748,23 @@ class HeavyKeeper(_Sketch):
                     if rem == 0:
                         break
                 cells[j] = (fp << 32) | c
+                continue
+            c = min((cells[j] & M32) + n, COUNT_MAX)
+            cells[j] = (h << 32) | c
+            if c > maxv:
+                maxv = c
         return maxv
 
     def _cell_estimate(self, h: int) -> int:
         est = 0
         width = self._width
+        cells = self._cells
         for i, idx in enumerate(_row_indexes(h, width, self._depth)):
-            cell = self._cells[i * width + idx]
-            c = cell & M32
-            if c and cell >> 32 == h and c > est:
-                est = c
+            j = (i * width + idx) * HK_SLOTS
+            for cell in cells[j : j + HK_SLOTS]:
+                c = cell & M32
+                if c and cell >> 32 == h and c > est:
+                    est = c
         return est
 
     def _decay_cells(self, fp: int) -> None:

@@ -132,7 +132,13 @@ static uint64_t fixed_bytes(int kind, uint32_t k, uint32_t key_bytes) {
            key_bytes;
 }
 
-static uint32_t cell_size(int kind) { return kind == SK_KIND_HEAVYKEEPER ? 8u : 4u; }
+/* Bytes per bucket: SK_HK_SLOTS uint64 slots (HeavyKeeper) or one uint32 counter (Count-Min). */
+static uint32_t cell_size(int kind) { return kind == SK_KIND_HEAVYKEEPER ? 8u * SK_HK_SLOTS : 4u; }
+
+/* Number of stored words: slots (HeavyKeeper) or counters (Count-Min). */
+static size_t table_words(int kind, uint32_t width, uint32_t depth) {
+    return (size_t)width * depth * (kind == SK_KIND_HEAVYKEEPER ? SK_HK_SLOTS : 1u);
+}
 
 uint64_t sk_params_nbytes(const sk_params *p) {
     return fixed_bytes(p->kind, p->k, p->key_bytes) +
@@ -219,7 +225,7 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, i
 
 sk_sketch *sk_new(const sk_params *p) {
     sk_sketch *s = (sk_sketch *)calloc(1, sizeof(sk_sketch));
-    size_t cells = (size_t)p->width * p->depth;
+    size_t cells = table_words(p->kind, p->width, p->depth);
     uint32_t slots = index_slots(p->k);
     if (!s)
         return NULL;
@@ -278,7 +284,7 @@ static void heap_reset(sk_sketch *s) {
 }
 
 void sk_clear(sk_sketch *s) {
-    size_t cells = (size_t)s->width * s->depth;
+    size_t cells = table_words(s->kind, s->width, s->depth);
     if (s->hk)
         memset(s->hk, 0, cells * sizeof(uint64_t));
     if (s->cm)
@@ -466,23 +472,36 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
 
 /* ------------------------------------------------------------- updates */
 
+/* One bucket per row, SK_HK_SLOTS (2) slots per bucket (HeavyGuardian-style, Yang et al.
+ * KDD 2018): the key's own slot is incremented; else an empty slot is taken; else only the
+ * weaker slot (smaller counter, slot 0 on ties) decays, so a heavy key sharing its bucket
+ * with a stream of light keys is never touched by them. Checks run in this order so a key
+ * never holds two slots of one bucket. */
 static uint32_t hk_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
     uint32_t idx[SK_MAX_DEPTH], i, maxv = 0;
+    const uint64_t hh = (uint64_t)h << 32;
     row_indexes(h, s->width, s->depth, idx);
     for (i = 0; i < s->depth; i++) {
-        uint64_t *cell = &s->hk[(size_t)i * s->width + idx[i]];
-        uint32_t c = (uint32_t)*cell, fp = (uint32_t)(*cell >> 32);
-        if (c == 0) {
-            *cell = ((uint64_t)h << 32) | n;
-            if (n > maxv)
-                maxv = n;
-        } else if (fp == h) {
-            c = sat_add(c, n);
-            *cell = ((uint64_t)h << 32) | c;
+        uint64_t *b = &s->hk[((size_t)i * s->width + idx[i]) * SK_HK_SLOTS];
+        uint64_t w0 = b[0], w1 = b[1];
+        uint32_t c0 = (uint32_t)w0, c1 = (uint32_t)w1;
+        /* '&' and '|', not '&&': which slot matches is data-dependent, so selecting it
+         * with arithmetic avoids a second mispredicted branch per row. */
+        uint32_t m0 = (uint32_t)(c0 != 0) & (uint32_t)((w0 >> 32) == h);
+        uint32_t m1 = (uint32_t)(c1 != 0) & (uint32_t)((w1 >> 32) == h);
+        if (m0 | m1) {
+            uint64_t *cell = b + (m0 ^ 1u); /* slot 0 first */
+            uint32_t c = sat_add((uint32_t)*cell, n);
+            *cell = hh | c;
             if (c > maxv)
                 maxv = c;
+        } else if ((c0 == 0) | (c1 == 0)) {
+            b[c0 != 0] = hh | n; /* first empty slot */
+            if (n > maxv)
+                maxv = n;
         } else {
-            uint32_t rem = n;
+            uint32_t weak = c1 < c0, c = weak ? c1 : c0, rem = n; /* slot 0 on ties */
+            uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
             while (c < hk_levels) {
                 uint64_t u = rng_next(&s->rng);
                 uint32_t g = rem == 1 ? (u > hk_pow[c][0] ? 0u : 1u) : hk_failures(c, rem, u);
@@ -501,7 +520,7 @@ static uint32_t hk_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
                 if (rem == 0)
                     break;
             }
-            *cell = ((uint64_t)fp << 32) | c;
+            b[weak] = (fp << 32) | c;
         }
     }
     return maxv;
@@ -540,10 +559,13 @@ uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
     if (s->kind == SK_KIND_HEAVYKEEPER) {
         est = 0;
         for (i = 0; i < s->depth; i++) {
-            uint64_t cell = s->hk[(size_t)i * s->width + idx[i]];
-            uint32_t c = (uint32_t)cell;
-            if (c && (uint32_t)(cell >> 32) == h && c > est)
-                est = c;
+            const uint64_t *b = &s->hk[((size_t)i * s->width + idx[i]) * SK_HK_SLOTS];
+            uint32_t j;
+            for (j = 0; j < SK_HK_SLOTS; j++) {
+                uint32_t c = (uint32_t)b[j];
+                if (c && (uint32_t)(b[j] >> 32) == h && c > est)
+                    est = c;
+            }
         }
     } else {
         est = SK_COUNT_MAX;
@@ -571,7 +593,7 @@ static void heap_rebuild(sk_sketch *s) {
 }
 
 void sk_decay(sk_sketch *s, uint64_t f) {
-    size_t cells = (size_t)s->width * s->depth, i;
+    size_t cells = table_words(s->kind, s->width, s->depth), i;
     uint32_t r, w = 0;
     if (f >= ((uint64_t)1 << 32))
         return;
@@ -735,7 +757,7 @@ size_t sk_serialized_size(const sk_sketch *s) {
 
 void sk_serialize(const sk_sketch *s, unsigned char *out) {
     unsigned char *p = out;
-    size_t cells = (size_t)s->width * s->depth, i;
+    size_t cells = table_words(s->kind, s->width, s->depth), i;
     memcpy(p, "HKSK", 4);
     p[4] = (unsigned char)SK_SERIAL_VERSION;
     p[5] = 0;
@@ -809,8 +831,8 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
     if (sk_plan(kind, get32(buf + 8), SK_UNSET, get32(buf + 12), get32(buf + 16), get32(buf + 20),
                 get32(buf + 24), get32(buf + 28), &pr, err, errlen) != 0)
         return NULL;
-    cells = (size_t)pr.width * pr.depth;
-    table = cells * cell_size(kind);
+    cells = table_words(kind, pr.width, pr.depth);
+    table = (size_t)pr.width * pr.depth * cell_size(kind);
     size = get32(buf + 48);
     if (size > pr.k || table > len - 4 - SK_HEADER_SIZE) {
         snprintf(err, errlen, "corrupt sketch: heap size or table does not fit");

@@ -31,6 +31,9 @@
 #define SK_DEFAULT_MEMORY 65536
 #define SK_DEFAULT_DEPTH_HK 2
 #define SK_DEFAULT_DEPTH_CM 4
+/* HeavyKeeper bucket = SK_HK_SLOTS adjacent uint64 slots (fingerprint << 32 | counter): a key
+ * owns or takes a slot, and only the weakest slot of a full bucket decays. */
+#define SK_HK_SLOTS 2u
 
 /* Decay base b = DEN/NUM = 27/25 = 1.08. */
 #define SK_DECAY_NUM 25u
@@ -38,7 +41,7 @@
 
 #define SK_UNSET INT64_MIN
 
-#define SK_SERIAL_VERSION 1u
+#define SK_SERIAL_VERSION 2u /* 2: HeavyKeeper buckets hold SK_HK_SLOTS slots */
 #define SK_HEADER_SIZE 56u
 
 typedef struct {
@@ -54,7 +57,7 @@ typedef struct sk_sketch {
     int kind;
     uint32_t k, width, depth, seed, max_key_len, key_bytes;
     uint64_t rng, rng0;
-    uint64_t *hk;  /* HeavyKeeper cells: fingerprint << 32 | counter */
+    uint64_t *hk;  /* HeavyKeeper slots: fingerprint << 32 | counter, SK_HK_SLOTS per bucket */
     uint32_t *cm;  /* Count-Min counters */
     sk_entry *heap;
     uint32_t size;

@@ -23,8 +23,14 @@ EVENTS = 1_000_000
 UNIVERSE = 1_000_000
 K = 100
 
-# alpha -> (min precision@100 HK 64 KiB, max ARE HK 64 KiB, min precision@100 HK 16 KiB)
-HK_BOUNDS = {0.8: (0.98, 2e-2, 0.80), 1.0: (0.98, 2e-3, 0.93), 1.2: (0.99, 5e-4, 0.95)}
+# alpha -> (min precision@100 HK 64 KiB, max ARE HK 64 KiB, min precision@100 HK 16 KiB,
+#           max ARE HK 16 KiB). 64 KiB: the issue's targets (1.00 at alpha >= 1.0, 0.99 at
+# 0.8, ARE <= 1e-3); 16 KiB: >= 0.90 (target) and tighter where measured far above it.
+HK_BOUNDS = {
+    0.8: (0.99, 1e-3, 0.90, 1e-2),
+    1.0: (1.00, 1e-3, 0.95, 1e-2),
+    1.2: (1.00, 1e-3, 0.97, 1e-2),
+}
 CM_MIN_PRECISION_64K = 0.98
 CM_MAX_ARE_64K = 1e-3
 
@@ -52,7 +58,7 @@ def test_heavykeeper_64k(
     native_mod: Any, stream: tuple[float, list[bytes], Counter[bytes]]
 ) -> None:
     alpha, keys, counts = stream
-    min_prec, max_are, _ = HK_BOUNDS[alpha]
+    min_prec, max_are, _, _ = HK_BOUNDS[alpha]
     sk = native_mod.HeavyKeeper(k=K, memory=65536, seed=0)
     sk.update_many(keys)
     assert sk.nbytes <= 65536
@@ -73,9 +79,26 @@ def test_heavykeeper_16k(
     sk.update_many(keys)
     assert sk.nbytes <= 16384
     top = sk.topk()
-    assert precision(top, _truth(counts, K)) >= HK_BOUNDS[alpha][2]
+    _, _, min_prec, max_are = HK_BOUNDS[alpha]
+    assert precision(top, _truth(counts, K)) >= min_prec
     assert precision(top[:10], _truth(counts, 10)) == 1.0
+    assert _are(top, counts) <= max_are
     assert all(c <= counts[k] for k, c in top)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.2])
+@pytest.mark.parametrize("stream_seed", [2, 3, 4, 5])
+def test_heavykeeper_64k_other_streams(
+    native_mod: Any, zipf: Any, alpha: float, stream_seed: int
+) -> None:
+    """The 64 KiB targets hold on other streams too, not only on the benchmark's seed."""
+    keys = zipf.zipf_keys(EVENTS, UNIVERSE, alpha, seed=stream_seed)
+    counts = Counter(keys)
+    sk = native_mod.HeavyKeeper(k=K, memory=65536, seed=stream_seed)
+    sk.update_many(keys)
+    top = sk.topk()
+    assert precision(top, _truth(counts, K)) == 1.0
+    assert _are(top, counts) <= 1e-3
 
 
 def test_countmin_64k(native_mod: Any, stream: tuple[float, list[bytes], Counter[bytes]]) -> None:

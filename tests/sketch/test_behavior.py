@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import struct
 from typing import Any
 
 import pytest
@@ -128,9 +129,10 @@ def test_heavykeeper_has_no_merge(impl: Any) -> None:
 def test_weighted_decay_matches_unit_updates(native_mod: Any, c0: int) -> None:
     """A weighted foreign update decays a bucket like the same number of unit updates.
 
-    One bucket held by key A with count c0; key B arrives with n=40 units, either as
-    one weighted update (geometric jumps) or as 40 unit updates (the paper's loop).
-    Over many seeds the takeover rate and the mean final counts must agree.
+    One bucket whose weaker slot is held by key A with count c0 (the other slot by Z,
+    far heavier, so A's slot is the one that decays); key B arrives with n=40 units,
+    either as one weighted update (geometric jumps) or as 40 unit updates (the
+    paper's loop). Over many seeds the takeover rate and the mean final counts must agree.
     """
     n, runs = 40, 3000
     stats = {}
@@ -140,6 +142,7 @@ def test_weighted_decay_matches_unit_updates(native_mod: Any, c0: int) -> None:
         for seed in range(runs):
             sk = native_mod.HeavyKeeper(k=2, width=1, depth=1, seed=seed)
             sk.update(b"A", c0)
+            sk.update(b"Z", 100_000)
             if weighted:
                 sk.update(b"B", n)
             else:
@@ -151,3 +154,30 @@ def test_weighted_decay_matches_unit_updates(native_mod: Any, c0: int) -> None:
     (p_w, mean_w), (p_u, mean_u) = stats[True], stats[False]
     assert abs(p_w - p_u) < 0.05
     assert abs(mean_w - mean_u) < 0.1 * max(mean_u, 1.0) + 0.5
+
+
+def _slots(sk: Any) -> list[tuple[int, int]]:
+    """(fingerprint, counter) of every HeavyKeeper slot, read from the serialized table."""
+    n = sk.width * sk.depth * 2
+    return [(w >> 32, w & 0xFFFFFFFF) for w in struct.unpack_from(f"<{n}Q", sk.to_bytes(), 56)]
+
+
+def test_heavykeeper_bucket_slots(impl: Any) -> None:
+    """Two slots per bucket: a key takes a free slot, and only the weaker slot decays.
+
+    One bucket (width=1, depth=1): H and L take the two slots exactly; then 3,000
+    distinct one-off keys hit the full bucket. They may only decay the weaker slot,
+    so H's counter keeps its exact count (with one slot per bucket, each of them
+    would decay H with probability 1.08^-C). Counters are read from the table, since
+    estimate() would also consult the heap.
+    """
+    sk = impl.HeavyKeeper(k=2, width=1, depth=1, seed=7)
+    fh, fl = impl.murmur3_32(b"H", 7), impl.murmur3_32(b"L", 7)
+    sk.update(b"H", 40)
+    sk.update(b"L", 3)
+    assert _slots(sk) == [(fh, 40), (fl, 3)]
+    sk.update_many([b"noise%d" % i for i in range(3000)])
+    slots = _slots(sk)
+    assert slots[0] == (fh, 40)
+    assert slots[1][0] not in (fh, fl)  # the weaker slot was decayed and taken over
+    assert sk.topk() == [(b"H", 40), (b"L", 3)]

@@ -75,8 +75,12 @@ def test_wrong_magic_version_kind(impl: Any) -> None:
     cm = _filled(impl.CountMinTopK).to_bytes()
     with pytest.raises(SerializationError, match="magic"):
         impl.HeavyKeeper.from_bytes(_recrc(b"XXXX" + hk[4:-4]))
-    with pytest.raises(SerializationError, match=r"unsupported sketch version 2 \(supported: 1\)"):
-        impl.HeavyKeeper.from_bytes(_recrc(hk[:4] + b"\x02\x00" + hk[6:-4]))
+    # Version 1 (one slot per HeavyKeeper bucket) and unknown future versions are rejected.
+    for version in (1, 3):
+        with pytest.raises(
+            SerializationError, match=rf"unsupported sketch version {version} \(supported: 2\)"
+        ):
+            impl.HeavyKeeper.from_bytes(_recrc(hk[:4] + bytes([version, 0]) + hk[6:-4]))
     with pytest.raises(SerializationError, match="kind"):
         impl.HeavyKeeper.from_bytes(cm)
     with pytest.raises(SerializationError, match="kind"):
@@ -100,7 +104,7 @@ def test_valid_checksum_but_inconsistent_content(cls: Any) -> None:
             cls.from_bytes(_recrc(bytes(bad)))
     # Heap entries: break the heap order (first entry count above its children).
     sk = _filled(cls)
-    table = sk.width * sk.depth * (8 if cls.__name__ == "HeavyKeeper" else 4)
+    table = sk.width * sk.depth * (16 if cls.__name__ == "HeavyKeeper" else 4)  # 2 slots x 8 B
     first = 56 + table
     broken = bytearray(body)
     broken[first : first + 4] = struct.pack("<I", 0xFFFFFFFF)
