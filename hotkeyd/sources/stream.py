@@ -8,8 +8,15 @@ reader (nothing is dropped), and ``next_batch`` never waits longer than asked.
 A line longer than ``max_line`` bytes with no newline in sight is not buffered without
 bound: its bytes are skipped up to the next newline and counted as ``oversized``.
 
-``--follow`` tails a growing file like ``tail -F``: it waits for more data, and reopens
-the path when the file is rotated (new inode) or truncated.
+``--follow`` tails a file like ``tail -F``: a path that does not exist yet is waited for,
+more data is waited for at EOF, and the path is reopened when the file is rotated (new
+inode; the old file is read to its end first, so no line is lost) or read again from 0
+when it is truncated (copytruncate). Problems a restart cannot fix (the path is a
+directory, or not readable) fail ``start()`` with one clear :class:`SourceError`, so a
+supervisor sees a failed start instead of a daemon that exits 0 and stays dead.
+
+A read error that ends the source early is kept in :attr:`StreamSource.error`: the
+service turns it into a non-zero exit code, since a half-read file is not a success.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ import logging
 import os
 import queue
 import select
+import stat
 import sys
 import threading
-import time
+from collections.abc import Callable
 from typing import BinaryIO, cast
 
 from hotkeyd.errors import SourceError
@@ -46,7 +54,10 @@ class StreamSource:
         follow: keep reading as the file grows (tail -F); ignored for stdin.
         max_line: longest line accepted, in bytes; longer ones are skipped and counted.
         stream: an already-open binary stream to read instead of ``path`` (tests).
-        poll_interval: how often ``follow`` checks for new data.
+        poll_interval: how often ``follow`` checks for new data, rotation, or the file
+            appearing.
+        queue_chunks: chunks buffered between reader and tick loop (memory bound:
+            about ``queue_chunks`` MiB).
     """
 
     def __init__(
@@ -69,21 +80,24 @@ class StreamSource:
         self.poll_interval = poll_interval
         self._metrics = metrics
         self._stream = stream
+        self._file: BinaryIO | None = None
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_chunks)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._exhausted = False
-        self._error: BaseException | None = None
+        self._error: SourceError | None = None
+        self._inaccessible_logged = False  # follow mode: say once that the path is unusable
 
     # -- Source protocol -------------------------------------------------------------
     def start(self) -> None:
-        if (
-            self._stream is None
-            and self.path != "-"
-            and not os.path.exists(self.path)
-            and not self.follow
-        ):
-            raise SourceError(f"input file not found: {self.path}")
+        """Check the path and start the reader thread.
+
+        Raises:
+            SourceError: the file is missing (without ``follow``), is a directory, or
+                cannot be read.
+        """
+        if self._stream is None and self.path != "-":
+            self._file = self._open_checked(self.path, missing_ok=self.follow)
         self._thread = threading.Thread(target=self._run, name=f"hotkeyd-{self.name}", daemon=True)
         self._thread.start()
 
@@ -114,6 +128,15 @@ class StreamSource:
     def exhausted(self) -> bool:
         return self._exhausted
 
+    @property
+    def error(self) -> SourceError | None:
+        """Why reading stopped early, or None (clean EOF, still running, or closed).
+
+        Set before the source reports itself exhausted, so a caller that sees
+        ``exhausted`` can decide the exit code from it.
+        """
+        return self._error
+
     def close(self) -> None:
         self._stop.set()
         # Unblock a reader waiting on a full queue.
@@ -122,6 +145,73 @@ class StreamSource:
                 self._queue.get_nowait()
         except queue.Empty:
             pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(2.0)
+        if self._thread is None and self._file is not None:
+            self._file.close()  # started never ran: do not leak the descriptor
+            self._file = None
+
+    # -- opening -----------------------------------------------------------------------
+    @staticmethod
+    def _open_checked(path: str, *, missing_ok: bool) -> BinaryIO | None:
+        """Open ``path`` for reading, or None if it is missing and that is allowed.
+
+        A FIFO is only checked here (opening it would block until a writer appears);
+        the reader thread opens it.
+        """
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise SourceError(f"input file not found: {path}") from None
+        except OSError as exc:
+            raise SourceError(f"cannot access input file {path}: {exc.strerror}") from exc
+        if stat.S_ISDIR(st.st_mode):
+            raise SourceError(f"input path is a directory, not a file: {path}")
+        if stat.S_ISFIFO(st.st_mode):
+            if not os.access(path, os.R_OK):
+                raise SourceError(f"cannot read input file {path}: permission denied")
+            return None
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            if missing_ok:  # removed between stat and open
+                return None
+            raise SourceError(f"input file not found: {path}") from None
+        except PermissionError as exc:
+            raise SourceError(f"cannot read input file {path}: permission denied") from exc
+        except OSError as exc:
+            raise SourceError(f"cannot open input file {path}: {exc.strerror}") from exc
+
+    def _open_first(self) -> BinaryIO | None:
+        """The stream to read first; in follow mode waits for the path to appear."""
+        if self._stream is not None:
+            return self._stream
+        if self.path == "-":
+            return cast(BinaryIO, _StdinReader(sys.stdin.fileno(), self._stop))
+        if self._file is not None:
+            opened, self._file = self._file, None
+            return opened
+        if not self.follow or _is_fifo(self.path):  # blocks until a writer opens it
+            return open(self.path, "rb")
+        logger.warning("waiting for %s to appear", self.path)
+        while not self._stop.wait(self.poll_interval):
+            f = self._reopen()
+            if f is not None:
+                logger.info("%s appeared; following it", self.path)
+                return f
+        return None
+
+    def _reopen(self) -> BinaryIO | None:
+        """Open the path again in follow mode; None while it is absent or unusable."""
+        try:
+            return self._open_checked(self.path, missing_ok=True)
+        except SourceError as exc:
+            if not self._inaccessible_logged:
+                self._inaccessible_logged = True
+                logger.warning("%s; still waiting for a readable file", exc)
+            return None
 
     # -- reader thread ---------------------------------------------------------------
     def _put(self, item: object) -> bool:
@@ -133,78 +223,128 @@ class StreamSource:
                 continue
         return False
 
-    def _open(self) -> BinaryIO:
-        if self._stream is not None:
-            return self._stream
-        if self.path == "-":
-            return cast(BinaryIO, _StdinReader(sys.stdin.fileno(), self._stop))
-        return open(self.path, "rb")
+    def _oversized(self) -> None:
+        self._metrics.malformed.labels(source=self.name, reason="oversized").inc()
 
     def _run(self) -> None:
         try:
             self._read_all()
         except Exception as exc:  # reported once, then the source ends
-            self._error = exc
+            self._error = SourceError(f"reading {self.path} failed: {exc}")
+            self._error.__cause__ = exc
             self._metrics.source_errors.labels(source=self.name, kind="read").inc()
-            logger.error("reading %s failed: %s", self.path, exc)
+            logger.error("%s", self._error)
         finally:
             self._put(_EOF)
 
     def _read_all(self) -> None:
-        f = self._open()
-        rest = b""
-        skipping = False  # inside an oversized line, dropping bytes up to the next newline
+        f = self._open_first()
+        if f is None:
+            return  # stopped while waiting for the file
+        cutter = _LineCutter(self.max_line, self._oversized)
         try:
             while not self._stop.is_set():
-                chunk = f.read1(_CHUNK) if hasattr(f, "read1") else f.read(_CHUNK)
-                if not chunk:
-                    if not self.follow:
-                        break
-                    f, rest, skipping = self._wait_for_more(f, rest, skipping)
+                chunk = _read(f)
+                if chunk:
+                    whole = cutter.feed(chunk)
+                    if whole and not self._put(whole):
+                        return
                     continue
-                data = rest + chunk if rest else chunk
-                if skipping:
-                    nl = data.find(b"\n")
-                    if nl < 0:
-                        rest = b""
-                        continue
-                    data = data[nl + 1 :]
-                    skipping = False
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    whole, rest = b"", data
-                else:
-                    whole, rest = data[: cut + 1], data[cut + 1 :]
-                if len(rest) > self.max_line:
-                    self._metrics.malformed.labels(source=self.name, reason="oversized").inc()
-                    rest, skipping = b"", True
-                if whole and not self._put(whole):
-                    return
-            if rest and not skipping and not self._stop.is_set():
-                self._put(rest)  # a last line without a newline still counts
+                if not self.follow or self._stop.wait(self.poll_interval):
+                    break
+                f = self._after_eof(f, cutter)
+            tail = cutter.flush()
+            if tail and not self._stop.is_set():
+                self._put(tail)  # a last line without a newline still counts
         finally:
             if f is not self._stream:
                 f.close()
 
-    def _wait_for_more(
-        self, f: BinaryIO, rest: bytes, skipping: bool
-    ) -> tuple[BinaryIO, bytes, bool]:
-        """At EOF in follow mode: sleep, then reopen on rotation or truncation."""
-        time.sleep(self.poll_interval)
+    def _after_eof(self, f: BinaryIO, cutter: _LineCutter) -> BinaryIO:
+        """In follow mode at EOF: notice truncation and rotation, return what to read."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return f, rest, skipping  # rotated away, new file not there yet
-        try:
-            cur = os.fstat(f.fileno())
-            pos = f.tell()
-        except (OSError, io.UnsupportedOperation):
-            return f, rest, skipping
-        if st.st_ino != cur.st_ino or st.st_size < pos:
-            logger.info("%s was rotated or truncated; reopening", self.path)
-            f.close()
-            return open(self.path, "rb"), b"", False
-        return f, rest, skipping
+            return f  # moved away, the new file is not there yet: keep the old one
+        cur = os.fstat(f.fileno())
+        if (st.st_ino, st.st_dev) == (cur.st_ino, cur.st_dev):
+            if stat.S_ISREG(cur.st_mode) and cur.st_size < f.tell():
+                logger.info("%s was truncated; reading it again from the start", self.path)
+                f.seek(0)
+                cutter.reset()
+            return f
+        new = self._reopen()
+        if new is None:
+            return f
+        # Rotated: what was written to the old file since the last read comes first.
+        while chunk := _read(f):
+            whole = cutter.feed(chunk)
+            if whole and not self._put(whole):
+                break
+        tail = cutter.flush()
+        if tail:
+            self._put(tail)
+        f.close()
+        self._inaccessible_logged = False
+        logger.info("%s was rotated; following the new file", self.path)
+        return new
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _read(f: BinaryIO) -> bytes:
+    return f.read1(_CHUNK) if hasattr(f, "read1") else f.read(_CHUNK)
+
+
+class _LineCutter:
+    """Cuts a byte stream into runs of whole lines, with a bounded carry-over.
+
+    At most ``max_line`` bytes of an unfinished line are kept between chunks; a longer
+    line is reported once through ``on_oversized`` and its bytes are dropped as they
+    arrive, up to its newline.
+    """
+
+    __slots__ = ("max_line", "on_oversized", "rest", "skipping")
+
+    def __init__(self, max_line: int, on_oversized: Callable[[], None]) -> None:
+        self.max_line = max_line
+        self.on_oversized = on_oversized
+        self.rest = b""
+        self.skipping = False
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Add ``chunk``; return the whole lines now complete (maybe ``b""``)."""
+        data = self.rest + chunk if self.rest else chunk
+        self.rest = b""
+        if self.skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return b""
+            data = data[nl + 1 :]
+            self.skipping = False
+        cut = data.rfind(b"\n")
+        whole, rest = (b"", data) if cut < 0 else (data[: cut + 1], data[cut + 1 :])
+        if len(rest) > self.max_line:
+            self.on_oversized()
+            rest, self.skipping = b"", True
+        self.rest = rest
+        return whole
+
+    def flush(self) -> bytes:
+        """The unfinished last line (the input ended), or ``b""``; then start afresh."""
+        tail = b"" if self.skipping else self.rest
+        self.reset()
+        return tail
+
+    def reset(self) -> None:
+        """Forget the unfinished line (the file was truncated under it)."""
+        self.rest = b""
+        self.skipping = False
 
 
 class _StdinReader(io.RawIOBase):
