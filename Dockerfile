@@ -30,6 +30,6 @@ ENV HOTKEYD_HTTP_HOST=0.0.0.0 \
     PYTHONUNBUFFERED=1
 EXPOSE 9108
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["hotkeyd", "check", "--http", "http://127.0.0.1:9108"]
+  CMD ["hotkeyd", "check"]
 ENTRYPOINT ["hotkeyd"]
 CMD ["run"]

@@ -18,6 +18,7 @@ import click
 
 from hotkeyd import __version__
 from hotkeyd.errors import ConfigError, HotkeydError
+from hotkeyd.urls import redact_any_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,6 +71,21 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
         if "sources" in values and "source" not in values:
             values["source"] = values.pop("sources")
+        params = {p.name: p for p in ctx.command.params if p.name and p.name != "config"}
+        unknown = sorted(set(values) - set(params))
+        if unknown:
+            raise click.BadParameter(
+                f"{value}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(params))})",
+                ctx=ctx,
+                param=param,
+            )
+        for name, raw in values.items():
+            try:
+                values[name] = params[name].type_cast_value(ctx, raw)
+            except click.BadParameter as exc:
+                raise click.BadParameter(
+                    f"{value}: {name}: {exc.message}", ctx=ctx, param=param
+                ) from exc
         ctx.default_map = {**(ctx.default_map or {}), **values}
     return value
 
@@ -218,6 +234,7 @@ def _opt(*decls: str, env: str, **kw: Any) -> Callable[[F], F]:
     env="LOG_LEVEL",
     default="INFO",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Log verbosity (logs go to stderr).",
 )
 @click.option("--print-config", is_flag=True, help="Print the resolved settings as JSON and exit.")
 def run(print_config: bool, **opts: Any) -> None:
@@ -236,11 +253,8 @@ def run(print_config: bool, **opts: Any) -> None:
     _setup_logging(opts["log_level"])
 
     def go() -> int:
-        sources: list[str] = []
-        for s in opts["source"]:
-            sources.extend(s.split())
         settings = Settings(
-            sources=tuple(sources) or ("-",),
+            sources=tuple(opts["source"]) or ("-",),
             input_format=opts["input_format"],
             follow=opts["follow"],
             redis_url=opts["redis_url"],
@@ -266,7 +280,11 @@ def run(print_config: bool, **opts: Any) -> None:
         if print_config:
             import dataclasses
 
-            click.echo(json.dumps(dataclasses.asdict(settings), default=str, indent=2))
+            shown = dataclasses.asdict(settings)
+            shown["sources"] = [redact_any_url(u) for u in settings.sources]
+            if settings.redis_url:
+                shown["redis_url"] = redact_any_url(settings.redis_url)
+            click.echo(json.dumps(shown, default=str, indent=2))
             return 0
         return run_until_signalled(Service(settings))
 
@@ -295,10 +313,15 @@ def _redis_options(fn: F) -> F:
 def _fmt_key(entry: dict[str, Any]) -> str:
     from hotkeyd.wire import decode_key
 
-    key = decode_key(entry)
+    return _show_key(decode_key(entry))
+
+
+def _show_key(key: bytes, width: int = 60) -> str:
+    """A key as one printable line: invalid UTF-8 and control bytes escaped once."""
     text = key.decode("utf-8", "backslashreplace")
-    text = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
-    return text if len(text) <= 60 else text[:57] + "..."
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _fmt_since(since: float | None, now: float) -> str:
@@ -368,9 +391,15 @@ def _read_top(redis_url: str, namespace: str, http: str | None) -> dict[str, Any
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--watch", "-w", is_flag=True, help="Refresh in place, like top.")
 @click.option(
-    "--interval", default=1.0, show_default=True, help="Refresh interval for --watch, seconds."
+    "--interval",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.05),
+    help="Refresh interval for --watch, seconds.",
 )
-@click.option("-n", "limit", default=30, show_default=True, help="Rows to show.")
+@click.option(
+    "-n", "limit", default=30, show_default=True, type=click.IntRange(min=1), help="Rows to show."
+)
 def top(
     redis_url: str,
     namespace: str,
@@ -412,44 +441,63 @@ def top(
 @click.option(
     "--json", "as_json", is_flag=True, help="Print each message as received (one JSON per line)."
 )
-@click.option("--count", default=0, help="Exit after this many messages (0 = forever).")
+@click.option(
+    "--count",
+    default=0,
+    type=click.IntRange(min=0),
+    help="Exit after this many messages (0 = forever).",
+)
 def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, count: int) -> None:
-    """Subscribe to the events channel and print hot/cool events as they arrive."""
+    """Subscribe to the events channel and print hot/cool events as they arrive.
+
+    A lost connection is reported on stderr and re-established with backoff; events
+    published while disconnected are not replayed (run `hotkeyd top` for the state).
+    """
+    import redis as redis_py
+
+    from hotkeyd.redisconn import client_from_url, translate_redis_error
     from hotkeyd.wire import Message, Namespace, WireError
 
-    def go() -> int:
-        from hotkeyd.redisconn import client_from_url
+    def show(data: bytes | str) -> None:
+        if as_json:
+            click.echo(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
+            return
+        try:
+            _print_message(Message.loads(data))
+        except WireError as exc:
+            click.echo(f"! malformed message: {exc}", err=True)
 
+    def go() -> int:
         ns = Namespace(prefix=namespace, channel_override=channel)
         client = client_from_url(redis_url)
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
-        try:
-            pubsub.subscribe(ns.channel)
-        except Exception as exc:
-            raise HotkeydError(f"cannot subscribe to {ns.channel} at {redis_url}: {exc}") from exc
-        seen = 0
-        try:
-            for raw in pubsub.listen():
-                data = raw.get("data")
-                if not isinstance(data, (bytes, str)):
-                    continue
-                if as_json:
-                    click.echo(data.decode() if isinstance(data, bytes) else data)
-                else:
-                    try:
-                        msg = Message.loads(data)
-                    except WireError as exc:
-                        click.echo(f"! malformed message: {exc}", err=True)
-                        continue
-                    _print_message(msg)
-                seen += 1
-                if count and seen >= count:
-                    break
-        except KeyboardInterrupt:
-            pass
-        return 0
+        seen, delay, connected_once = 0, 0.1, False
+        while True:
+            try:
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(ns.channel)
+                if connected_once:
+                    click.echo(f"! reconnected to {redact_any_url(redis_url)}", err=True)
+                connected_once, delay = True, 0.1
+                for raw in pubsub.listen():
+                    data = raw.get("data")
+                    if isinstance(data, (bytes, str)):
+                        show(data)
+                        seen += 1
+                        if count and seen >= count:
+                            return 0
+            except (redis_py.ConnectionError, redis_py.TimeoutError, OSError) as exc:
+                if not connected_once:
+                    raise translate_redis_error(exc, redact_any_url(redis_url)) from exc
+                click.echo(f"! connection lost ({exc}); reconnecting in {delay:.1f}s", err=True)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except redis_py.RedisError as exc:
+                raise translate_redis_error(exc, redact_any_url(redis_url)) from exc
 
-    sys.exit(_translate(go))
+    try:
+        sys.exit(_translate(go))
+    except KeyboardInterrupt:
+        sys.exit(0)
 
 
 def _print_message(msg: Any) -> None:
@@ -457,26 +505,38 @@ def _print_message(msg: Any) -> None:
     tags = [t for t, on in (("full", msg.full), ("final", msg.final)) if on]
     head = f"{stamp} {msg.instance} #{msg.seq}" + (f" [{','.join(tags)}]" if tags else "")
     for h in msg.hot:
-        key = _fmt_key({"key": h.key.decode("utf-8", "backslashreplace")})
+        key = _show_key(h.key)
         click.echo(
             f"{head} HOT  {key} rate={h.rate:.1f}/s rule={h.rule} ttl={h.ttl_ms}ms"
             + (f" kind={h.kind}" if h.kind else "")
         )
     for c in msg.cool:
-        key = _fmt_key({"key": c.key.decode("utf-8", "backslashreplace")})
+        key = _show_key(c.key)
         click.echo(f"{head} COOL {key} rule={c.rule}")
     if not msg.hot and not msg.cool:
         click.echo(f"{head} (no changes)")
+
+
+def _default_check_url() -> str:
+    import os
+
+    return f"http://127.0.0.1:{os.environ.get('HOTKEYD_HTTP_PORT', '9108')}"
 
 
 @cli.command()
 @click.option(
     "--http",
     "http",
-    default="http://127.0.0.1:9108",
-    show_default=True,
+    default=_default_check_url,
+    show_default="http://127.0.0.1:$HOTKEYD_HTTP_PORT (9108)",
     envvar="HOTKEYD_CHECK_URL",
+    show_envvar=True,
     help="Daemon HTTP endpoint to probe.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also fail when the daemon runs degraded (Redis or a source unreachable).",
 )
 @click.option(
     "--redis-url",
@@ -484,23 +544,42 @@ def _print_message(msg: Any) -> None:
     default=None,
     help="Instead, check that a daemon heartbeat is fresh in this Redis.",
 )
-@click.option("--namespace", envvar="HOTKEYD_NAMESPACE", default="hotkeyd", show_default=True)
+@click.option(
+    "--namespace",
+    envvar="HOTKEYD_NAMESPACE",
+    default="hotkeyd",
+    show_default=True,
+    help="Prefix of every Redis name (with --redis-url).",
+)
 @click.option(
     "--max-age",
     default=5.0,
     show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
     help="With --redis-url: newest heartbeat must be this recent, seconds.",
 )
-def check(http: str, redis_url: str | None, namespace: str, max_age: float) -> None:
-    """Health check for orchestrators: exit 0 when healthy, 1 when not."""
+def check(http: str, strict: bool, redis_url: str | None, namespace: str, max_age: float) -> None:
+    """Health check for orchestrators: exit 0 when healthy, 1 when not.
+
+    The daemon is unhealthy when its loop has stopped ticking. It is *degraded*, not
+    unhealthy, while Redis or a source is unreachable: it keeps detecting and retries,
+    and restarting it would not help. --strict fails on degraded too.
+    """
 
     def go() -> int:
         if redis_url:
-            from hotkeyd.redisconn import client_from_url
+            import redis as redis_py
+
+            from hotkeyd.redisconn import client_from_url, translate_redis_error
             from hotkeyd.wire import Namespace
 
             client = client_from_url(redis_url)
-            newest = client.zrevrange(Namespace(prefix=namespace).instances, 0, 0, withscores=True)
+            try:
+                newest = client.zrevrange(
+                    Namespace(prefix=namespace).instances, 0, 0, withscores=True
+                )
+            except (redis_py.RedisError, OSError) as exc:
+                raise translate_redis_error(exc, redact_any_url(redis_url)) from exc
             if not newest:
                 raise HotkeydError("no hotkeyd instance has written a heartbeat")
             age = time.time() - float(newest[0][1])
@@ -512,6 +591,8 @@ def check(http: str, redis_url: str | None, namespace: str, max_age: float) -> N
         import urllib.request
 
         url = http.rstrip("/") + "/healthz"
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--http must be an http:// URL, got {http!r}")
         try:
             with urllib.request.urlopen(url, timeout=3) as resp:
                 body = resp.read().decode()
@@ -519,9 +600,15 @@ def check(http: str, redis_url: str | None, namespace: str, max_age: float) -> N
             raise HotkeydError(
                 f"unhealthy: {exc.code} {exc.read().decode(errors='replace')}"
             ) from exc
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:
             raise HotkeydError(f"cannot reach {url}: {exc}") from exc
-        click.echo(f"ok: {body}")
+        try:
+            status = json.loads(body).get("status", "ok")
+        except (ValueError, AttributeError):
+            status = "ok"
+        if strict and status != "ok":
+            raise HotkeydError(f"degraded: {body}")
+        click.echo(f"{status}: {body}")
         return 0
 
     sys.exit(_translate(go))

@@ -55,7 +55,9 @@ def _normalize_health(result: Any) -> tuple[bool, dict[str, Any]]:
     else:
         raise TypeError(f"health callable returned {type(result).__name__}")
     if ok:
-        body["status"] = "ok"
+        body.setdefault("status", "ok")  # "degraded" stays: healthy, with reasons
+        if body["status"] == "unhealthy":
+            body["status"] = "ok"
     else:
         if body.get("status") in (None, "ok"):
             body["status"] = "unhealthy"
@@ -77,6 +79,8 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "hotkeyd"
     protocol_version = "HTTP/1.1"
+    # An idle or half-open client must not pin a thread forever (keep-alive included).
+    timeout = 10.0
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: no line per request on stderr (scrapes arrive every few seconds)."""

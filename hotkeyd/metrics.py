@@ -132,7 +132,8 @@ class Metrics:
         )
         self.detection_latency = Histogram(
             "hotkeyd_detector_detection_latency_seconds",
-            "From the first tick a key's rate crossed its threshold window to the hot message leaving.",
+            "From the opening of the 100 ms sub-window in which a key's rate reached its threshold "
+            "to its hot notification being handed to the publisher (upper bound by < 1 tick).",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )

@@ -25,7 +25,7 @@ from typing import IO, Any
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.config import Settings
 from hotkeyd.detector import Detector, DetectorConfig
-from hotkeyd.errors import HotkeydError
+from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
 from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
 from hotkeyd.rules import RuleSet, load_rules
@@ -155,19 +155,33 @@ class Service:
 
     # -- views ---------------------------------------------------------------------------
     def health(self) -> tuple[bool, dict[str, Any]]:
-        """(healthy, details) for /healthz."""
+        """(healthy, details) for /healthz.
+
+        Unhealthy (HTTP 503) means the loop is not running or has stopped ticking:
+        restarting helps. An unreachable Redis or source makes the daemon *degraded*
+        (HTTP 200, ``"status": "degraded"`` with reasons): it keeps detecting and
+        retries on its own, and a restart would not fix the dependency.
+        """
         now = self.clock.monotonic()
-        reasons = []
+        reasons: list[str] = []
+        degraded: list[str] = []
         if not self.state.running:
             reasons.append("not running")
         elif now - self.state.last_tick > max(5 * self.settings.tick, 2.0):
             reasons.append(f"no tick for {now - self.state.last_tick:.1f}s")
         if not self.publisher.healthy:
-            reasons.append("publisher unhealthy")
+            degraded.append(f"publisher: {self.publisher.last_error or 'unhealthy'}")
+        for src in self.sources:
+            if getattr(src, "connected", True) is False:
+                degraded.append(f"source {src.name}: not connected")
+            err = getattr(src, "error", None)
+            if err is not None:
+                degraded.append(f"source {src.name}: {err}")
+        status = "unhealthy" if reasons else ("degraded" if degraded else "ok")
         return not reasons, {
-            "status": "ok" if not reasons else "unhealthy",
+            "status": status,
             "instance": self.instance,
-            "reasons": reasons,
+            "reasons": reasons + degraded,
             "hot_keys": len(self.view[0]),
         }
 
@@ -183,7 +197,14 @@ class Service:
 
     # -- the loop ------------------------------------------------------------------------
     def start(self) -> None:
-        """Start publisher, sources and the HTTP endpoint (run() calls this)."""
+        """Start publisher, sources and the HTTP endpoint (run() calls this).
+
+        Raises:
+            ConfigError: Redis rejects the credentials or ACL (retrying cannot help).
+            HotkeydError: a source cannot start (bad file, MONITOR permission, ...).
+        """
+        if self.settings.redis_url and isinstance(self.publisher, RedisPublisher):
+            self._check_redis(self.settings.redis_url)
         self.publisher.start()
         for src in self.sources:
             src.start()
@@ -208,6 +229,17 @@ class Service:
             type(self.publisher).__name__,
         )
 
+    def _check_redis(self, url: str) -> None:
+        """Fail fast on wrong credentials; ride out an unreachable Redis."""
+        from hotkeyd.redisconn import check_redis
+
+        try:
+            check_redis(url, timeout=3.0)
+        except UnreachableError as exc:
+            logger.warning("%s; detecting anyway, publishing will retry with backoff", exc)
+        except PublishError as exc:  # auth / ACL: an operator must fix the settings
+            raise ConfigError(str(exc)) from exc
+
     @property
     def http_port(self) -> int | None:
         return None if self._http is None else int(self._http.port)
@@ -230,7 +262,21 @@ class Service:
                     break
         finally:
             self._shutdown()
-        return 0
+        return self._exit_code()
+
+    def _exit_code(self) -> int:
+        """0 after a clean run; 1 when input was lost (a source failed, messages unsent)."""
+        code = 0
+        for src in self.sources:
+            err = getattr(src, "error", None)
+            if err is not None:
+                logger.error("source %s failed: %s", src.name, err)
+                code = 1
+        unsent = int(getattr(self.publisher, "unsent", 0) or 0)
+        if unsent:
+            logger.error("%d notification(s) could not be published before exit", unsent)
+            code = 1
+        return code
 
     def _poll_sources(self, max_wait: float) -> int:
         live = [s for s in self.sources if not s.exhausted]
@@ -253,13 +299,17 @@ class Service:
 
     def _tick(self) -> None:
         due_at = self.clock.monotonic()
+        late = max(0.0, -self.detector.due())
+        # The sub-window that just closed opened one tick before it was due: a key that
+        # turns hot now crossed its threshold at the earliest then.
+        window_opened = due_at - late - self.settings.tick
         res = self.detector.tick()
         self.state.last_tick = self.clock.monotonic()
         if res.hot or res.cool or res.still_hot:
             self.publisher.publish(list(res.hot), list(res.still_hot), list(res.cool))
             handed = self.clock.monotonic()
             for _ in res.hot:
-                self.metrics.detection_latency.observe(max(0.0, handed - due_at))
+                self.metrics.detection_latency.observe(max(0.0, handed - window_opened))
         hot = self.detector.hot()
         now = self.clock.time()
         self.metrics.longest_hot.set(max((now - h.since for h in hot if h.since), default=0.0))

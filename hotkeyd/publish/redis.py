@@ -133,6 +133,7 @@ class RedisPublisher:
         self._client: redis.Redis | None = None
         self._connected = False
         self._last_error: str | None = "not started"
+        self.unsent = 0  # messages still queued when close() gave up (set by close)
         self._failures_in_row = 0
         self._written_version = -1
         self._stopping = False
@@ -369,9 +370,12 @@ class RedisPublisher:
         with self._cond:
             dropped = len(self._queue) + (1 if self._need_full else 0)
             self._queue.clear()
+        self.unsent = dropped
         if dropped:
             logger.warning(
-                "hotkeyd: publisher closed with %d message(s) unsent (Redis unreachable)", dropped
+                "hotkeyd: publisher closed with %d message(s) unsent (last error: %s)",
+                dropped,
+                self._last_error or "not connected",
             )
         self._close_client()
 

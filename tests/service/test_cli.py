@@ -131,3 +131,50 @@ def test_check_fails_cleanly_without_daemon() -> None:
         timeout=30,
     )
     assert proc.returncode == 1 and "cannot reach" in proc.stderr
+
+
+def test_source_path_with_spaces_is_one_source(tmp_path: Path) -> None:
+    keys = tmp_path / "my keys.txt"
+    keys.write_bytes(b"a\n" * 10)
+    code, out, err = _run("run", "-s", str(keys), "--print-config")
+    assert code == 0, err
+    assert json.loads(out)["sources"] == [str(keys)]
+
+
+def test_config_file_typos_and_bad_types_are_errors_naming_the_file(tmp_path: Path) -> None:
+    conf = tmp_path / "hk.toml"
+    conf.write_text("max_hott = 3\n")
+    code, _, err = _run("run", "--config", str(conf), "--print-config")
+    assert code == 2 and "hk.toml" in err and "max_hott" in err
+    conf.write_text("max_hot = 'many'\n")
+    code, _, err = _run("run", "--config", str(conf), "--print-config")
+    assert code == 2 and "hk.toml" in err and "max_hot" in err
+
+
+def test_print_config_masks_passwords() -> None:
+    code, out, err = _run(
+        "run",
+        "--redis-url",
+        "redis://u:S3CRET@127.0.0.1:6379/0",
+        "-s",
+        "kafka://k:K4FKA@127.0.0.1:9092/t",
+        "--print-config",
+    )
+    assert code == 0, err
+    assert "S3CRET" not in out and "K4FKA" not in out and "***" in out
+
+
+def test_check_rejects_a_non_http_url_in_one_line() -> None:
+    code, _, err = _run("check", "--http", "notaurl")
+    assert code == 2 and "http://" in err and "Traceback" not in err
+
+
+def test_check_with_unreachable_redis_is_one_line_without_password() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "hotkeyd", "check", "--redis-url", "redis://u:S3CRET@127.0.0.1:1/0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "S3CRET" not in proc.stderr and proc.stderr.startswith("hotkeyd: error:")

@@ -340,3 +340,129 @@ def test_publisher_runs_with_the_documented_minimal_acl_user(
         listener.close()
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert PUBLISHER_ACL in readme
+
+
+def test_wrong_redis_password_fails_fast_with_exit_2(redis_server: RedisServer) -> None:
+    import subprocess
+    import sys
+
+    import redis as redis_py
+
+    redis_py.Redis.from_url(redis_server.url).config_set("requirepass", "right")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hotkeyd",
+            "run",
+            "--no-http",
+            "--redis-url",
+            f"redis://:wrong@127.0.0.1:{redis_server.port}/0",
+        ],
+        input=b"a\n",
+        capture_output=True,
+        timeout=30,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "wrong" not in err and "Traceback" not in err and "authentication" in err.lower()
+
+
+def test_redis_down_at_start_runs_degraded_then_publishes(unique: str) -> None:
+    """Detection goes on without Redis; /healthz says degraded (not 503); it catches up."""
+    import json
+    import urllib.request
+
+    from hotkeyd.testing import free_port
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    channel = f"hk:{unique}"
+    with Daemon("--redis-url", url, "--channel", channel) as d:
+        d.feed_rate({b"item:8": 3000.0}, 1.0)
+        with urllib.request.urlopen(f"http://127.0.0.1:{d.http_port}/healthz", timeout=5) as r:
+            health = json.loads(r.read())
+            assert r.status == 200
+        assert health["status"] == "degraded" and health["reasons"]
+        assert d.metric("hotkeyd_publish_failures_total") >= 1
+        with RedisServer(port=port) as rs:
+            listener = Listener(rs.url, channel)
+            try:
+                d.feed_rate({b"item:8": 3000.0}, 0.5)
+                assert listener.wait_for(
+                    lambda: any(b"item:8" in {h.key for h in m.hot} for _, m in listener.messages),
+                    10,
+                )
+            finally:
+                listener.close()
+            assert d.stop() == 0
+
+
+def test_finite_input_with_notifications_unsent_exits_1() -> None:
+    import subprocess
+    import sys
+
+    from hotkeyd.testing import free_port
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hotkeyd",
+            "run",
+            "--no-http",
+            "--shutdown-timeout",
+            "1",
+            "--redis-url",
+            f"redis://127.0.0.1:{free_port()}/0",
+        ],
+        input=b"hot\n" * 5000,
+        capture_output=True,
+        timeout=60,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "could not be published" in err and "Traceback" not in err
+
+
+def test_watch_survives_a_redis_restart(redis_server: RedisServer, unique: str) -> None:
+    import subprocess
+    import sys
+
+    import redis as redis_py
+
+    channel = f"hk:{unique}"
+    watch = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hotkeyd",
+            "watch",
+            "--redis-url",
+            redis_server.url,
+            "--channel",
+            channel,
+            "--json",
+            "--count",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(0.8)
+        redis_server.restart(down_for=0.5)
+        deadline = time.monotonic() + 15
+        client = redis_py.Redis.from_url(redis_server.url)
+        while watch.poll() is None and time.monotonic() < deadline:
+            client.publish(channel, b'{"v":1,"instance":"x","seq":1,"ts":1.0,"hot":[],"cool":[]}')
+            time.sleep(0.3)
+        out, err = watch.communicate(timeout=10)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    assert watch.returncode == 0, err
+    assert "reconnect" in err and "Traceback" not in err
+    assert '"instance":"x"' in out
