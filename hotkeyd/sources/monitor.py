@@ -39,10 +39,15 @@ from hotkeyd.sources.monitor_conn import (
     MonitorTarget,
     RespConnection,
     RespError,
+    Unreachable,
+    is_perm,
+    not_ready,
     parse_cluster_nodes,
     parse_monitor_url,
+    perm_error,
+    unreachable,
 )
-from hotkeyd.sources.monitor_tap import Tap, is_perm, perm_error, unreachable
+from hotkeyd.sources.monitor_tap import Tap
 
 __all__ = ["MonitorSource", "parse_monitor_url"]
 
@@ -160,6 +165,8 @@ class MonitorSource:
             except RespError as exc:
                 if "disabled" in str(exc) and target.cluster == "auto":
                     return None
+                if not_ready(exc):
+                    raise Unreachable(f"{target.display} is not ready: {exc}") from None
                 if is_perm(exc) and target.cluster == "auto":
                     logger.warning(
                         "%s: no permission for CLUSTER NODES; tapping this node only",
@@ -170,7 +177,7 @@ class MonitorSource:
                     raise perm_error(target, "cluster|nodes", exc) from None
                 raise MonitorError(f"{target.display} is not a cluster node: {exc}") from None
         except OSError as exc:
-            raise MonitorError(f"cannot talk to {target.display}: {exc}") from exc
+            raise unreachable(target, exc) from exc
         finally:
             conn.close()
         nodes = parse_cluster_nodes(text, target.redis.host)
@@ -179,33 +186,53 @@ class MonitorSource:
         return [target.with_node(h, p) for h, p in nodes]
 
     def start(self) -> None:
-        """Discover nodes, connect each tap (failing fast on permission) and start readers.
+        """Discover nodes, connect each tap (failing fast on configuration) and start readers.
+
+        A server that cannot be reached (refused, timeout, DNS, still loading) does not
+        fail the start: it is logged and counted (``monitor_disconnects{reason=
+        "unreachable"}``, ``source_errors{kind="connection"}``) and its tap keeps
+        retrying in the background while the others run, as after a restart.
 
         Raises:
             MonitorPermissionError: the user may not run a command the tap needs.
-            MonitorError: a server is unreachable or refuses the tap at start.
+            MonitorError: a wrong password, a TLS verification failure, or a server
+                that refuses the tap: things retrying cannot fix.
         """
         if self._started:
             return
-        nodes: list[tuple[MonitorTarget, MonitorTarget | None]] = []
+        nodes: list[tuple[MonitorTarget, MonitorTarget | None, bool]] = []
         for t in self.targets:
-            found = self._discover(t)
+            try:
+                found = self._discover(t)
+            except Unreachable as exc:  # cluster or not is asked on first contact
+                self._unreachable_at_start(t, exc)
+                nodes.append((t, None, True))
+                continue
             seed = t if self._clusters and self._clusters[-1] is t else None
-            nodes.extend((n, seed) for n in found)
+            nodes.extend((n, seed, False) for n in found)
         seen = set()
         taps = []
         try:
-            for n, seed in nodes:
+            for n, seed, down in nodes:
                 key = (n.redis.host, n.redis.port)
                 if key in seen:
                     continue
                 seen.add(key)
                 tap = Tap(self, n, seed=seed)
                 taps.append(tap)
+                tap.discover = down and n.cluster != "no"
+                tap.failed_at_start = down
+                if down:
+                    continue
                 try:
-                    tap.connect()
-                except OSError as exc:
-                    raise unreachable(n, exc) from exc
+                    try:
+                        tap.connect()
+                    except OSError as exc:
+                        raise unreachable(n, exc) from exc
+                except Unreachable as exc:
+                    tap.close_conns()
+                    tap.failed_at_start = True
+                    self._unreachable_at_start(n, exc)
         except BaseException:
             for tap in taps:
                 tap.close_conns()
@@ -215,7 +242,49 @@ class MonitorSource:
         self._started = True
         for tap in taps:
             self._spawn(tap)
-        if self._clusters and self.cluster_refresh > 0:
+        self._ensure_refresher()
+
+    def _unreachable_at_start(self, target: MonitorTarget, exc: Exception) -> None:
+        """Log (one line per server, rate-limited) and count a server down at start."""
+        self.metrics.source_errors.labels(source=self.name, kind="connection").inc()
+        self.metrics.monitor_disconnects.labels(reason="unreachable").inc()
+        self.ratelog.warning(
+            f"conn:{target.display}",
+            "MONITOR at start: %s; retrying it in the background",
+            exc,
+        )
+
+    def late_discover(self, tap: Tap) -> None:
+        """First contact with a seed that was down at start: is it a cluster node?
+
+        Called from the tap's own thread before it connects. On a cluster the seed's
+        primaries get taps (this one stays only if the seed is a primary itself).
+
+        Raises:
+            Unreachable: still down (the tap retries with backoff).
+        """
+        nodes = self._ask_nodes(tap.target)
+        tap.discover = False
+        if nodes is None:
+            return
+        seed = tap.target
+        with self.cond:
+            tap.seed = seed
+            self._clusters.append(seed)
+        logger.info("%s is a cluster: tapping %d primaries", seed.display, len(nodes))
+        self._apply_topology(seed, nodes)
+        self._ensure_refresher()
+
+    def _ensure_refresher(self) -> None:
+        """Start the topology refresher once there is a cluster seed to follow."""
+        with self.cond:
+            if (
+                self._refresher is not None
+                or not self._clusters
+                or self.cluster_refresh <= 0
+                or self.stop_event.is_set()
+            ):
+                return
             self._refresher = threading.Thread(
                 target=self._refresh_loop, name="hotkeyd-monitor-cluster", daemon=True
             )
@@ -240,7 +309,7 @@ class MonitorSource:
 
     def refresh_topology(self) -> None:
         """Re-read CLUSTER NODES (from any known node) and add or remove taps to match."""
-        for seed in self._clusters:
+        for seed in list(self._clusters):
             with self.cond:
                 known = [t.target for t in self.taps if t.seed is seed]
             nodes = None
@@ -252,27 +321,32 @@ class MonitorSource:
                     continue
             if nodes is None:
                 continue  # nobody answered: keep this cluster's taps as they are
-            wanted = {(n.redis.host, n.redis.port): n for n in nodes}
-            with self.cond:
-                if self.stop_event.is_set():
-                    return
-                keep, gone = [], []
-                for tap in self.taps:
-                    key = (tap.target.redis.host, tap.target.redis.port)
-                    if tap.seed is not seed or wanted.pop(key, None) is not None:
-                        keep.append(tap)
-                    else:
-                        gone.append(tap)
-                        self._orphans.extend(tap.drain())
-                new = [Tap(self, t, seed=seed) for t in wanted.values()]
-                self.taps = keep + new
-            for tap in gone:
-                logger.info("MONITOR: %s is no longer a primary; untapping it", tap.target.display)
-                tap.stop_event.set()
-                tap.close_conns()
-            for tap in new:
-                logger.info("MONITOR: new cluster primary %s; tapping it", tap.target.display)
-                self._spawn(tap)
+            self._apply_topology(seed, nodes)
+
+    def _apply_topology(self, seed: MonitorTarget, nodes: list[MonitorTarget]) -> None:
+        """Give ``seed``'s primaries ``nodes`` a tap each and untap the rest of its taps."""
+        wanted = {(n.redis.host, n.redis.port): n for n in nodes}
+        with self.cond:
+            if self.stop_event.is_set():
+                return
+            keep, gone = [], []
+            for tap in self.taps:
+                key = (tap.target.redis.host, tap.target.redis.port)
+                if tap.seed is not seed or wanted.pop(key, None) is not None:
+                    keep.append(tap)
+                else:
+                    gone.append(tap)
+                    self._orphans.extend(tap.drain())
+            tapped = {(t.target.redis.host, t.target.redis.port) for t in keep}
+            new = [Tap(self, t, seed=seed) for k, t in wanted.items() if k not in tapped]
+            self.taps = keep + new
+        for tap in gone:
+            logger.info("MONITOR: %s is no longer a primary; untapping it", tap.target.display)
+            tap.stop_event.set()
+            tap.close_conns()
+        for tap in new:
+            logger.info("MONITOR: new cluster primary %s; tapping it", tap.target.display)
+            self._spawn(tap)
 
     def next_batch(self, max_wait: float) -> list[Batch]:
         """Counts collected since the last call (one batch per server and db).

@@ -21,16 +21,21 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from hotkeyd.errors import ConfigError
+from hotkeyd.errors import ConfigError, MonitorError, MonitorPermissionError
 from hotkeyd.redisconn import RedisSettings, parse_redis_url, redact_url
 
 __all__ = [
     "MonitorTarget",
     "RespConnection",
     "RespError",
+    "Unreachable",
     "encode_command",
+    "is_perm",
+    "not_ready",
     "parse_cluster_nodes",
     "parse_monitor_url",
+    "perm_error",
+    "unreachable",
 ]
 
 _SCHEMES = {"redis-monitor": "redis", "redis-monitor+tls": "rediss", "rediss-monitor": "rediss"}
@@ -254,3 +259,45 @@ def parse_cluster_nodes(text: bytes | str, seed_host: str) -> list[tuple[str, in
         host = host.strip("[]") or seed_host
         nodes.append((host, int(port)))
     return sorted(set(nodes))
+
+
+# ------------------------------------------------------------------ errors
+# error replies of a server that is up but not ready yet: retrying fixes them
+_NOT_READY = ("LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")
+
+
+class Unreachable(MonitorError):
+    """A failure to connect that retrying can fix: refused, timeout, DNS, reset, loading.
+
+    Kept apart from the fatal start failures (bad password, NOPERM, TLS certificate
+    verification) so that one server being down does not stop the other taps: the
+    source logs and counts it and the tap keeps retrying in the background.
+    """
+
+
+def perm_error(target: MonitorTarget, what: str, exc: Exception) -> MonitorPermissionError:
+    user = target.redis.username or "default"
+    return MonitorPermissionError(
+        f"Redis user {user!r} on {target.display} may not run {what.upper().replace('|', ' ')} "
+        f"({exc}); grant it with: ACL SETUSER {user} +{what.lower()}"
+    )
+
+
+def unreachable(target: MonitorTarget, exc: OSError) -> MonitorError:
+    """The error for a socket failure: :class:`Unreachable` unless retrying cannot help.
+
+    A TLS failure other than an EOF mid-handshake (certificate verification, protocol
+    mismatch) is configuration, not an outage, so it stays a fatal ``MonitorError``.
+    """
+    if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError):
+        return MonitorError(f"TLS handshake with {target.display} failed: {exc}")
+    return Unreachable(f"cannot reach {target.display}: {exc}")
+
+
+def not_ready(exc: Exception) -> bool:
+    """True for ``-LOADING`` and the like: the server is up but cannot serve yet."""
+    return str(exc).startswith(_NOT_READY)
+
+
+def is_perm(exc: Exception) -> bool:
+    return str(exc).startswith("NOPERM")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import random
-import ssl
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -19,12 +18,21 @@ from hotkeyd.errors import MonitorError, MonitorPermissionError
 from hotkeyd.keyspec import table_from_command_reply
 from hotkeyd.monitor_parser import Parser
 from hotkeyd.sources.base import Batch
-from hotkeyd.sources.monitor_conn import MonitorTarget, RespConnection, RespError
+from hotkeyd.sources.monitor_conn import (
+    MonitorTarget,
+    RespConnection,
+    RespError,
+    Unreachable,
+    is_perm,
+    not_ready,
+    perm_error,
+    unreachable,
+)
 
 if TYPE_CHECKING:
     from hotkeyd.sources.monitor import MonitorSource
 
-__all__ = ["PERIOD", "Tap", "is_perm", "perm_error", "unreachable"]
+__all__ = ["PERIOD", "Tap", "Unreachable", "is_perm", "perm_error", "unreachable"]
 
 logger = logging.getLogger("hotkeyd.sources.monitor")
 _SOURCE = "monitor"
@@ -37,24 +45,6 @@ class _Backlog(Exception):
 
 class _Closed(ConnectionError):
     """The server closed the connection (restart, kill, timeout)."""
-
-
-def perm_error(target: MonitorTarget, what: str, exc: Exception) -> MonitorPermissionError:
-    user = target.redis.username or "default"
-    return MonitorPermissionError(
-        f"Redis user {user!r} on {target.display} may not run {what.upper().replace('|', ' ')} "
-        f"({exc}); grant it with: ACL SETUSER {user} +{what.lower()}"
-    )
-
-
-def unreachable(target: MonitorTarget, exc: OSError) -> MonitorError:
-    if isinstance(exc, ssl.SSLError):
-        return MonitorError(f"TLS handshake with {target.display} failed: {exc}")
-    return MonitorError(f"cannot reach {target.display}: {exc}")
-
-
-def is_perm(exc: Exception) -> bool:
-    return str(exc).startswith("NOPERM")
 
 
 class Tap:
@@ -84,6 +74,9 @@ class Tap:
         self.acc_ts = 0.0
         self._reset_seen = False
         self.stop_event = threading.Event()  # set by the source on close or topology change
+        self.discover = False  # seed unreachable at start: ask CLUSTER NODES on first contact
+        self.failed_at_start = False  # start() could not connect: wait before the first retry
+        self.ever_connected = False  # failures before the first connection are "unreachable"
 
     # ----------------------------------------------------------- connect
     def _call(self, conn: RespConnection, what: str, *args: str | int) -> Any:
@@ -117,7 +110,10 @@ class Tap:
         try:
             self._connect(fresh)
         except RespError as exc:  # e.g. NOAUTH: a password is needed but none given
+            if not_ready(exc):
+                raise Unreachable(f"{self.target.display} is not ready: {exc}") from None
             raise MonitorError(f"{self.target.display} refused the tap: {exc}") from None
+        self.ever_connected = True
 
     def _connect(self, fresh: bool) -> None:
         src = self.src
@@ -353,10 +349,17 @@ class Tap:
     def run(self) -> None:
         src, m = self.src, self.src.metrics
         backoff = src.backoff_initial
+        if self.failed_at_start:  # start() just tried: back off before the first retry
+            self.stop_event.wait(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, src.backoff_max)
         while not self.stop_event.is_set():
             before = self.lines
             try:
                 if self.conn is None:
+                    if self.discover:  # first contact with a seed: cluster or not?
+                        src.late_discover(self)
+                        if self.stop_event.is_set():
+                            break  # a cluster seed that is not a primary: others tap it
                     self.connect()
                 self.session()
                 continue
@@ -383,12 +386,20 @@ class Tap:
             )
             return "backlog", "backlog"
         if isinstance(exc, MonitorPermissionError):
-            rl.error("perm", "%s", exc)
+            rl.error(f"perm:{where}", "%s", exc)
             return "error", "permission"
-        if isinstance(exc, OSError):  # ConnectionError, timeouts, refused: a restart
-            rl.warning("conn", "MONITOR tap on %s lost its connection: %s", where, exc)
+        if isinstance(exc, (OSError, Unreachable)):  # refused, timeouts, DNS, reset
+            if not self.ever_connected:
+                rl.warning(
+                    f"conn:{where}",
+                    "MONITOR: %s still unreachable (%s); retrying with backoff",
+                    where,
+                    exc,
+                )
+                return "unreachable", "connection"
+            rl.warning(f"conn:{where}", "MONITOR tap on %s lost its connection: %s", where, exc)
             return "restart", "connection"
-        rl.error("err", "MONITOR tap on %s failed: %s", where, exc)
+        rl.error(f"err:{where}", "MONITOR tap on %s failed: %s", where, exc)
         if not isinstance(exc, (MonitorError, RespError, ValueError)):
             logger.debug("unexpected tap failure", exc_info=exc)
         return "error", "protocol"

@@ -7,10 +7,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from hotkeyd import _monitor_py
 from hotkeyd.keyspec import entries_from_command_reply
+from hotkeyd.metrics import Metrics
 from hotkeyd.redisconn import parse_redis_url
+from hotkeyd.sources.monitor import MonitorSource
 from hotkeyd.sources.monitor_conn import RespConnection
 from hotkeyd.testing import RedisServer
 
@@ -46,3 +49,25 @@ def impl(request: pytest.FixtureRequest) -> ModuleType:
 def table(impl: ModuleType, command_reply: list[Any]) -> Iterator[Any]:
     """The real server's command table, built for the implementation under test."""
     yield impl.Table(entries_from_command_reply(command_reply))
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    """A fresh metrics registry per test."""
+    return Metrics(CollectorRegistry())
+
+
+@pytest.fixture
+def source_factory(metrics: Metrics) -> Iterator[Any]:
+    """Builds MonitorSources (sharing ``metrics``) and closes them all at teardown."""
+    made: list[MonitorSource] = []
+
+    def make(urls: list[str], **kw: Any) -> MonitorSource:
+        kw.setdefault("metrics", metrics)
+        src = MonitorSource(urls, **kw)
+        made.append(src)
+        return src
+
+    yield make
+    for s in made:
+        s.close()

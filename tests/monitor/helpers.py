@@ -13,7 +13,18 @@ try:
 except ImportError:  # pragma: no cover - CI builds the extension
     _monitor_c = None
 
-__all__ = ["Tally", "_monitor_c", "monitor_line", "sdscatrepr"]
+__all__ = ["Tally", "_monitor_c", "metric", "monitor_line", "sdscatrepr", "url"]
+
+
+def url(rs: Any, userinfo: str = "") -> str:
+    """The MONITOR URL of a test ``RedisServer`` (``userinfo`` like ``"user:pw@"``)."""
+    return f"redis-monitor://{userinfo}127.0.0.1:{rs.port}"
+
+
+def metric(m: Any, name: str, **labels: str) -> float:
+    """Current value of one sample of a ``Metrics`` registry (0 when never set)."""
+    v = m.registry.get_sample_value(name, labels)
+    return float(v or 0.0)
 
 
 def sdscatrepr(arg: bytes) -> bytes:
