@@ -264,8 +264,8 @@ class StreamSource:
         """In follow mode at EOF: notice truncation and rotation, return what to read."""
         try:
             st = os.stat(self.path)
-        except FileNotFoundError:
-            return f  # moved away, the new file is not there yet: keep the old one
+        except OSError:
+            return f  # moved away (or its directory is), nothing new yet: keep the old one
         cur = os.fstat(f.fileno())
         if (st.st_ino, st.st_dev) == (cur.st_ino, cur.st_dev):
             if stat.S_ISREG(cur.st_mode) and cur.st_size < f.tell():
