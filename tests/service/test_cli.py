@@ -178,3 +178,15 @@ def test_check_with_unreachable_redis_is_one_line_without_password() -> None:
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "S3CRET" not in proc.stderr and proc.stderr.startswith("hotkeyd: error:")
+
+
+def test_a_source_read_error_makes_run_exit_1() -> None:
+    """/proc/self/mem opens fine and fails on read: input was lost, so not exit 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "hotkeyd", "run", "--no-http", "-s", "/proc/self/mem"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert "reading /proc/self/mem failed" in proc.stderr and "Traceback" not in proc.stderr
