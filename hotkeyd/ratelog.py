@@ -32,7 +32,11 @@ class RateLimitedLog:
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
-    def log(self, level: int, key: str, msg: str, *args: object) -> bool:
+    def __call__(self, level: int, msg: str, *args: object, exc_info: bool = False) -> bool:
+        """Log ``msg % args``, limited per message template (``msg`` is the key)."""
+        return self.log(level, msg, msg, *args, exc_info=exc_info)
+
+    def log(self, level: int, key: str, msg: str, *args: object, exc_info: bool = False) -> bool:
         """Log ``msg % args`` unless ``key`` was logged less than ``interval`` ago."""
         now = self._clock()
         with self._lock:
@@ -43,9 +47,11 @@ class RateLimitedLog:
             self._last[key] = now
             held = self._held.pop(key, 0)
         if held:
-            self._logger.log(level, msg + " (%d similar suppressed)", *args, held)
+            self._logger.log(
+                level, msg + " (%d similar suppressed)", *args, held, exc_info=exc_info
+            )
         else:
-            self._logger.log(level, msg, *args)
+            self._logger.log(level, msg, *args, exc_info=exc_info)
         return True
 
     def warning(self, key: str, msg: str, *args: object) -> bool:

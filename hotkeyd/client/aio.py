@@ -17,11 +17,12 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
-from hotkeyd.client._util import Backoff, RateLimitedLog
+from hotkeyd.backoff import Backoff
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.subscriber import SubscriberCore, parse_snapshots, snapshot_ids
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.errors import ClientError
+from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Message, Namespace
 
 __all__ = ["AsyncSubscriber", "aread_snapshots"]
@@ -157,7 +158,7 @@ class AsyncSubscriber(SubscriberCore):
                 with contextlib.suppress(Exception):
                     await ps.aclose()  # type: ignore[attr-defined]
             if not self._stopping:
-                await asyncio.sleep(self.backoff.next())
+                await asyncio.sleep(self.backoff.next_delay())
 
     async def _await_subscribed(self, ps: Any) -> None:
         pending = set(self.channels)

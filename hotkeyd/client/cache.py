@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 
 import redis
 
-from hotkeyd.client._util import RateLimitedLog, key_bytes
+from hotkeyd.client._util import key_bytes
 from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import (
     ServerTracking,
@@ -35,6 +35,7 @@ from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.subscriber import Subscriber
 from hotkeyd.clock import Clock
 from hotkeyd.errors import ClientError, UnreachableError
+from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Namespace
 
 __all__ = ["CacheStats", "HotCache", "LocalCache"]

@@ -28,7 +28,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from hotkeyd.client._util import RateLimitedLog
+from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import WireError, decode_key, encode_key
 
 __all__ = [

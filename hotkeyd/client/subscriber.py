@@ -24,10 +24,11 @@ from typing import Any
 
 import redis
 
-from hotkeyd.client._util import Backoff, RateLimitedLog
+from hotkeyd.backoff import Backoff
 from hotkeyd.client.hotset import ApplyResult, HotSet
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.errors import ClientError
+from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Message, Namespace, WireError
 
 __all__ = ["Subscriber", "SubscriberCore", "SubscriberStats", "read_snapshots"]
@@ -297,7 +298,7 @@ class Subscriber(SubscriberCore):
                     with contextlib.suppress(Exception):  # a dead socket must not stop us
                         ps.close()
             if not self._stop.is_set():
-                self._stop.wait(self.backoff.next())
+                self._stop.wait(self.backoff.next_delay())
         self.connected = False
 
     def _await_subscribed(self, ps: Any) -> None:

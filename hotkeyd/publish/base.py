@@ -11,20 +11,20 @@ does not want to know about:
   lost messages (queue overflow, Redis restart) can always recover with one
   ``full=true`` message instead of replaying history.
 
-It also holds :class:`Backoff` (capped exponential delays with jitter).
+It re-exports :class:`~hotkeyd.backoff.Backoff` for the publishers.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import secrets
 import socket
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from hotkeyd.backoff import Backoff
 from hotkeyd.clock import Clock
 from hotkeyd.wire import CoolEntry, HotEntry, Message, encode_key
 
@@ -276,32 +276,3 @@ class HotSetState:
 
     def _sorted_hot(self) -> tuple[HotEntry, ...]:
         return tuple(sorted(self._hot.values(), key=lambda e: (-e.rate, e.db, e.key)))
-
-
-class Backoff:
-    """Capped exponential backoff with jitter.
-
-    The n-th delay is drawn uniformly from ``[d/2, d]`` with ``d = min(cap, base*2**n)``:
-    the jitter keeps a fleet of daemons from reconnecting to a restarted Redis in
-    lock-step, the half floor keeps the delay from collapsing to zero.
-    """
-
-    def __init__(
-        self, base: float = 0.1, cap: float = 10.0, rng: random.Random | None = None
-    ) -> None:
-        if base <= 0 or cap < base:
-            raise ValueError(f"backoff needs 0 < base <= cap, got base={base} cap={cap}")
-        self.base = base
-        self.cap = cap
-        self.rng = rng or random.Random()
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        """Return the next delay and count one more failed attempt."""
-        d = min(self.cap, self.base * (2 ** min(self.attempt, 62)))
-        self.attempt += 1
-        return self.rng.uniform(d / 2, d)
-
-    def reset(self) -> None:
-        """Forget past failures (after a success)."""
-        self.attempt = 0

@@ -175,10 +175,10 @@ def test_reconnect_backs_off_while_redis_is_down(
         redis_server.stop()
         assert wait_until(lambda: not sub.connected, timeout=5)
         time.sleep(1.5)  # several failed attempts; the delay has grown to its cap
-        assert sub.backoff._next == 0.4
+        assert sub.backoff.current == 0.4
         redis_server.start()
         assert wait_until(lambda: sub.connected and sub.stats.reconnects >= 1, timeout=10)
-        assert sub.backoff._next == 0.05  # reset after success
+        assert sub.backoff.current == 0.05  # reset after success
     finally:
         sub.stop()
 
