@@ -104,7 +104,7 @@ class Metrics:
         )
         self.monitor_disconnects = Counter(
             "hotkeyd_monitor_disconnects_total",
-            "MONITOR tap disconnects, per reason (backlog, error, restart).",
+            "MONITOR tap disconnects, per reason (backlog, error, restart, unreachable).",
             ["reason"],
             registry=r,
         )
