@@ -17,10 +17,9 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
-from hotkeyd.backoff import Backoff
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.subscriber import SubscriberCore, parse_snapshots, snapshot_ids
-from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.clock import Clock
 from hotkeyd.errors import ClientError
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Message, Namespace
@@ -76,20 +75,19 @@ class AsyncSubscriber(SubscriberCore):
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
     ) -> None:
-        clock = (
-            clock if clock is not None else (hotset.clock if hotset is not None else SystemClock())
+        super().__init__(
+            hotset,
+            namespace=namespace,
+            clock=clock,
+            stale_after=stale_after,
+            backoff=backoff,
+            expire_interval=expire_interval,
+            resync_interval=resync_interval,
         )
-        super().__init__(hotset if hotset is not None else HotSet(clock), namespace or Namespace())
         self.client = client
-        self.clock = clock
-        self.stale_after = stale_after
-        self.backoff = Backoff(*backoff)
-        self.expire_interval = expire_interval
-        self.resync_interval = resync_interval
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
-        self.connected = False
 
     async def start(self) -> AsyncSubscriber:
         """Start the task (idempotent)."""

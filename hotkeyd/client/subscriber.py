@@ -116,9 +116,28 @@ def read_snapshots(
 class SubscriberCore:
     """The I/O-free half of a subscriber, shared by the thread and asyncio versions."""
 
-    def __init__(self, hotset: HotSet, namespace: Namespace) -> None:
-        self.hotset = hotset
+    def __init__(
+        self,
+        hotset: HotSet | None = None,
+        *,
+        namespace: Namespace | None = None,
+        clock: Clock | None = None,
+        stale_after: float = 30.0,
+        backoff: tuple[float, float] = (0.05, 5.0),
+        expire_interval: float = 0.05,
+        resync_interval: float | None = 60.0,
+    ) -> None:
+        if clock is None:
+            clock = hotset.clock if hotset is not None else SystemClock()
+        namespace = namespace or Namespace()
+        self.hotset = hotset if hotset is not None else HotSet(clock)
         self.namespace = namespace
+        self.clock = clock
+        self.stale_after = stale_after
+        self.backoff = Backoff(*backoff)
+        self.expire_interval = expire_interval
+        self.resync_interval = resync_interval
+        self.connected = False
         self.stats = SubscriberStats()
         self.warn = RateLimitedLog(logger)
         self.channels = (namespace.channel, namespace.invalidate_channel)
@@ -218,20 +237,19 @@ class Subscriber(SubscriberCore):
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
     ) -> None:
-        clock = (
-            clock if clock is not None else (hotset.clock if hotset is not None else SystemClock())
+        super().__init__(
+            hotset,
+            namespace=namespace,
+            clock=clock,
+            stale_after=stale_after,
+            backoff=backoff,
+            expire_interval=expire_interval,
+            resync_interval=resync_interval,
         )
-        super().__init__(hotset if hotset is not None else HotSet(clock), namespace or Namespace())
         self.client = client
-        self.clock = clock
-        self.stale_after = stale_after
-        self.backoff = Backoff(*backoff)
-        self.expire_interval = expire_interval
-        self.resync_interval = resync_interval
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
-        self.connected = False
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> Subscriber:
