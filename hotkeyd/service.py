@@ -246,7 +246,11 @@ class Service:
 
     def run(self, *, on_started: Callable[[], None] | None = None) -> int:
         """Run until stopped or every source is exhausted; returns the exit code."""
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self._abort_start()
+            raise
         if on_started is not None:
             on_started()
         try:
@@ -323,6 +327,25 @@ class Service:
         if wait > 0:
             self._stop.wait(wait)
         self._tick()
+
+    def _abort_start(self) -> None:
+        """Start failed half-way: release what did start, announce nothing.
+
+        Without this a publisher thread would keep the instance's snapshot and
+        heartbeat alive (clients would see a dead daemon as live) and started sources
+        (a Kafka consumer in its group) would keep their resources.
+        """
+        for src in self.sources:
+            try:
+                src.close()
+            except Exception as exc:
+                logger.debug("closing source %s after a failed start: %s", src.name, exc)
+        try:
+            self.publisher.close(timeout=1.0)
+        finally:
+            if self._http is not None:
+                self._http.close()
+                self._http = None
 
     def _shutdown(self) -> None:
         self.state.stopping = True

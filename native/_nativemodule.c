@@ -335,9 +335,15 @@ static int counts_get(PyObject *o, Py_ssize_t n, uint32_t *out) {
         PyErr_SetString(PyExc_TypeError, "counts must be a sequence of ints, not str");
         return -1;
     }
-    seq = PySequence_Fast(o, "counts must be a sequence of ints or an integer array");
-    if (!seq)
+    /* A private tuple, not the caller's list: count_get can run Python code
+       (__index__) that could otherwise shrink the list under our feet. */
+    seq = PyTuple_Check(o) ? (Py_INCREF(o), o) : PySequence_Tuple(o);
+    if (!seq) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_SetString(PyExc_TypeError, "counts must be a sequence of ints or an integer array");
+        }
         return -1;
+    }
     if (PySequence_Fast_GET_SIZE(seq) != n) {
         PyErr_Format(SketchError, "counts has %zd items but keys has %zd (lengths must match)",
                      PySequence_Fast_GET_SIZE(seq), n);
@@ -370,9 +376,15 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                      Py_TYPE(okeys)->tp_name);
         return NULL;
     }
-    seq = PySequence_Fast(okeys, "keys must be a sequence (list or tuple) of bytes or str");
-    if (!seq)
+    /* Own a tuple of the keys: converting counts or reading a buffer can run Python
+       code, which must not be able to free the key objects we point into. */
+    seq = PyTuple_Check(okeys) ? (Py_INCREF(okeys), okeys) : PySequence_Tuple(okeys);
+    if (!seq) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be a sequence (list or tuple) of bytes or str");
+        }
         return NULL;
+    }
     n = PySequence_Fast_GET_SIZE(seq);
     ptrs = (const char **)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(char *));
     lens = (Py_ssize_t *)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));

@@ -62,6 +62,7 @@ class _Instance:
     seq: int | None = None
     ts: float = 0.0
     final: bool = False
+    seen: float = 0.0  # monotonic time of its last message
     keys: dict[bytes, float] = field(default_factory=dict)  # key -> monotonic expiry
 
 
@@ -72,6 +73,11 @@ class HotSet:
         clock: time source; ``monotonic()`` drives TTL expiry.
         max_keys: memory bound; announcements of new keys beyond it are dropped
             (counted in :attr:`dropped`), whatever the daemon sends.
+        max_instances: bound on remembered daemon instances. Instances holding no
+            keys are forgotten after ``forget_idle`` seconds without a message, or
+            oldest first beyond this bound (counted in :attr:`forgotten`); a forgotten
+            instance's next message is a sequence gap, which resyncs from the snapshot.
+        forget_idle: seconds after which a silent instance with no hot keys is forgotten.
         on_hot: called with the entry when a key turns hot (not on re-announcements).
         on_cool: called with the key when it stops being hot (cool, full replace, TTL).
 
@@ -85,13 +91,20 @@ class HotSet:
         clock: Clock | None = None,
         *,
         max_keys: int = 100_000,
+        max_instances: int = 10_000,
+        forget_idle: float = 300.0,
         on_hot: OnHot | None = None,
         on_cool: OnCool | None = None,
     ) -> None:
         if max_keys < 1:
             raise ValueError(f"max_keys must be >= 1, got {max_keys}")
+        if max_instances < 1:
+            raise ValueError(f"max_instances must be >= 1, got {max_instances}")
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.max_keys = max_keys
+        self.max_instances = max_instances
+        self.forget_idle = forget_idle
+        self.forgotten = 0
         self._lock = threading.Lock()
         self._items: dict[bytes, HotItem] = {}  # mutated in place only: readers keep a reference
         self._instances: dict[str, _Instance] = {}
@@ -190,7 +203,9 @@ class HotSet:
                 for c in msg.cool:
                     if st.keys.pop(c.key, None) is not None:
                         self._withdraw(c.key, now, cooled)
-            st.seq, st.ts, st.final = msg.seq, msg.ts, msg.final
+            st.seq, st.ts, st.final, st.seen = msg.seq, msg.ts, msg.final, now
+            if len(self._instances) > self.max_instances:
+                self._forget_instances(now, over_cap=True)
         self._notify(turned_hot, cooled)
         return ApplyResult.APPLIED
 
@@ -216,11 +231,28 @@ class HotSet:
             for key, item in list(self._items.items()):
                 if item.expires <= now:
                     self._withdraw(key, now, cooled)
-            # Instances that said goodbye and hold nothing are forgotten (bounded state).
-            for name in [n for n, st in self._instances.items() if st.final and not st.keys]:
-                del self._instances[name]
+            self._forget_instances(now)
         self._notify([], cooled)
         return len(cooled)
+
+    def _forget_instances(self, now: float, *, over_cap: bool = False) -> None:
+        """Drop instances that hold no keys and said goodbye or went quiet (bounded state).
+
+        Crashed daemons never send ``final`` and restarted pods come back under new ids,
+        so without this the per-instance state (and the cost of :meth:`expire`) would
+        grow forever. Called with the lock held.
+        """
+        idle = [
+            (st.seen, name)
+            for name, st in self._instances.items()
+            if not st.keys and (st.final or now - st.seen >= self.forget_idle or over_cap)
+        ]
+        if over_cap:
+            idle.sort()
+            idle = idle[: max(0, len(self._instances) - self.max_instances)]
+        for _, name in idle:
+            del self._instances[name]
+        self.forgotten += len(idle)
 
     def clear(self) -> None:
         """Forget everything (on_cool fires for every key)."""

@@ -65,7 +65,12 @@ class Intake:
             counts = None if counts is None else [counts[i] for i in keep]
             if not idents:
                 return 0, oversized, 0
-        events = len(idents) if counts is None else int(sum(counts))
+        try:
+            events = len(idents) if counts is None else int(sum(counts))
+        except (TypeError, ValueError) as exc:  # a count that is not a number
+            if sketch is None:
+                return 0, oversized, len(idents)
+            return self._one_by_one(sketch, idents, counts, oversized, source, exc)
         if sketch is None:
             return events, oversized, 0
         try:

@@ -161,3 +161,29 @@ def test_binary_keys_round_trip_through_the_wire(clock: ManualClock) -> None:
 def test_rejects_bad_bound() -> None:
     with pytest.raises(ValueError, match="max_keys"):
         HotSet(max_keys=0)
+
+
+def test_crashed_instances_are_forgotten_once_idle(clock: ManualClock) -> None:
+    """Daemons that die without `final` (or pods with fresh ids) must not pile up."""
+    hs = HotSet(clock, forget_idle=60.0)
+    for i in range(2000):
+        hs.apply(msg(1, (b"k%d" % i,), inst=f"pod-{i}", full=True))
+    assert len(hs.instances()) == 2000
+    clock.advance(2.0)  # every TTL (1 s) has passed: keys cool, instances still remembered
+    hs.expire()
+    assert len(hs) == 0 and len(hs.instances()) == 2000
+    clock.advance(60.0)
+    hs.expire()
+    assert hs.instances() == [] and hs.forgotten == 2000
+    # A forgotten instance's next delta is a gap (resync from the snapshot), not applied blindly.
+    assert hs.apply(msg(2, (b"x",), inst="pod-7")) is ApplyResult.GAP
+
+
+def test_instance_count_is_capped_keeping_those_with_keys(clock: ManualClock) -> None:
+    hs = HotSet(clock, max_instances=100)
+    hs.apply(msg(1, (b"held",), inst="keeper", full=True, ttl_ms=10_000_000))
+    for i in range(500):
+        hs.apply(msg(1, (), inst=f"empty-{i}", full=True))
+    assert len(hs.instances()) <= 101
+    assert "keeper" in hs.instances() and b"held" in hs
+    assert hs.forgotten >= 399

@@ -466,3 +466,41 @@ def test_watch_survives_a_redis_restart(redis_server: RedisServer, unique: str) 
     assert watch.returncode == 0, err
     assert "reconnect" in err and "Traceback" not in err
     assert '"instance":"x"' in out
+
+
+def test_a_source_failing_at_start_leaves_no_live_snapshot(redis_server: RedisServer) -> None:
+    """A half-started daemon must not keep heartbeating as if it were alive."""
+    import threading
+
+    import redis as redis_py
+
+    from hotkeyd.config import Settings
+    from hotkeyd.errors import HotkeydError
+    from hotkeyd.service import Service
+
+    class Broken:
+        name = "broken"
+        exhausted = False
+
+        def start(self) -> None:
+            raise HotkeydError("cannot open source")
+
+        def next_batch(self, max_wait: float) -> list:  # type: ignore[type-arg]
+            return []
+
+        def commit(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    svc = Service(
+        Settings(redis_url=redis_server.url, instance="half", http_port=None), sources=[Broken()]
+    )
+    with pytest.raises(HotkeydError):
+        svc.run()
+    time.sleep(1.5)  # longer than a heartbeat
+    assert not [t for t in threading.enumerate() if t.name.startswith("hotkeyd-publish")]
+    r = redis_py.Redis.from_url(redis_server.url)
+    assert not r.exists("hotkeyd:snapshot:half")
+    assert b"half" not in r.zrange("hotkeyd:instances", 0, -1)
