@@ -98,6 +98,8 @@ class StreamSource:
         """
         if self._stream is None and self.path != "-":
             self._file = self._open_checked(self.path, missing_ok=self.follow)
+        elif self._stream is None:
+            _warn_if_stdin_is_not_data()
         self._thread = threading.Thread(target=self._run, name=f"hotkeyd-{self.name}", daemon=True)
         self._thread.start()
 
@@ -345,6 +347,25 @@ class _LineCutter:
         """Forget the unfinished line (the file was truncated under it)."""
         self.rest = b""
         self.skipping = False
+
+
+def _warn_if_stdin_is_not_data() -> None:
+    """Say so when stdin is a terminal or /dev/null: usually a forgotten --source.
+
+    ``docker run image`` without ``-i`` gives the daemon /dev/null, which would end
+    the run at once without a word.
+    """
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return
+    if stat.S_ISCHR(mode):
+        what = "a terminal" if sys.stdin.isatty() else "a character device (e.g. /dev/null)"
+        logger.warning(
+            "reading keys from stdin, which is %s; pass --source (or HOTKEYD_SOURCE) "
+            "to read Kafka, MONITOR or a file",
+            what,
+        )
 
 
 class _StdinReader(io.RawIOBase):
