@@ -335,15 +335,9 @@ static int counts_get(PyObject *o, Py_ssize_t n, uint32_t *out) {
         PyErr_SetString(PyExc_TypeError, "counts must be a sequence of ints, not str");
         return -1;
     }
-    /* A private tuple, not the caller's list: count_get can run Python code
-       (__index__) that could otherwise shrink the list under our feet. */
-    seq = PyTuple_Check(o) ? (Py_INCREF(o), o) : PySequence_Tuple(o);
-    if (!seq) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_SetString(PyExc_TypeError, "counts must be a sequence of ints or an integer array");
-        }
+    seq = PySequence_Fast(o, "counts must be a sequence of ints or an integer array");
+    if (!seq)
         return -1;
-    }
     if (PySequence_Fast_GET_SIZE(seq) != n) {
         PyErr_Format(SketchError, "counts has %zd items but keys has %zd (lengths must match)",
                      PySequence_Fast_GET_SIZE(seq), n);
@@ -351,7 +345,20 @@ static int counts_get(PyObject *o, Py_ssize_t n, uint32_t *out) {
         return -1;
     }
     for (i = 0; i < n; i++) {
-        if (count_get(PySequence_Fast_GET_ITEM(seq, i), &out[i])) {
+        PyObject *item;
+        int rc;
+        /* count_get may run Python code (__index__) that resizes the caller's list:
+           re-check the size and hold the item while it is converted. */
+        if (PySequence_Fast_GET_SIZE(seq) != n) {
+            PyErr_SetString(PyExc_RuntimeError, "counts changed size during update_many");
+            Py_DECREF(seq);
+            return -1;
+        }
+        item = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(item);
+        rc = count_get(item, &out[i]);
+        Py_DECREF(item);
+        if (rc) {
             Py_DECREF(seq);
             return -1;
         }
@@ -376,15 +383,9 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                      Py_TYPE(okeys)->tp_name);
         return NULL;
     }
-    /* Own a tuple of the keys: converting counts or reading a buffer can run Python
-       code, which must not be able to free the key objects we point into. */
-    seq = PyTuple_Check(okeys) ? (Py_INCREF(okeys), okeys) : PySequence_Tuple(okeys);
-    if (!seq) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_SetString(PyExc_TypeError, "keys must be a sequence (list or tuple) of bytes or str");
-        }
+    seq = PySequence_Fast(okeys, "keys must be a sequence (list or tuple) of bytes or str");
+    if (!seq)
         return NULL;
-    }
     n = PySequence_Fast_GET_SIZE(seq);
     ptrs = (const char **)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(char *));
     lens = (Py_ssize_t *)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
@@ -400,12 +401,28 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
         }
         if (counts_get(ocounts, n, counts))
             goto done;
+        /* Converting counts can run Python code (__index__) that edits the keys list. */
+        if (PySequence_Fast_GET_SIZE(seq) != n) {
+            PyErr_SetString(PyExc_RuntimeError, "keys changed size during update_many");
+            goto done;
+        }
     }
     {
+        /* Items are read after the counts: no Python code runs from here on for bytes
+           and str keys, so the caller's list cannot change under the pointers taken. */
         PyObject **items = PySequence_Fast_ITEMS(seq);
         const size_t maxlen = self->sk->max_key_len;
         for (i = 0; i < n; i++) {
             PyObject *o = items[i];
+            if (!hold && !PyBytes_Check(o) && !PyUnicode_Check(o) && !PyTuple_CheckExact(seq)) {
+                /* Other buffers may run Python code when opened (__buffer__ on 3.12+):
+                   from the first such key on, work on a private tuple of the keys. */
+                hold = PySequence_Tuple(seq);
+                if (!hold)
+                    goto done;
+                items = PySequence_Fast_ITEMS(hold);
+                o = items[i];
+            }
             if (PyBytes_Check(o)) {
                 ptrs[i] = PyBytes_AS_STRING(o);
                 lens[i] = PyBytes_GET_SIZE(o);
@@ -438,9 +455,11 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
     }
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
         /* Waiting releases the GIL: keep the key objects alive against list mutation. */
-        hold = PySequence_Tuple(seq);
-        if (!hold)
-            goto done;
+        if (!hold) {
+            hold = PySequence_Tuple(seq);
+            if (!hold)
+                goto done;
+        }
         Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
         Py_END_ALLOW_THREADS
     }
