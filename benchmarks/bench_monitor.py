@@ -40,7 +40,7 @@ from hotkeyd.metrics import Metrics
 from hotkeyd.redisconn import parse_redis_url
 from hotkeyd.sources.monitor import MonitorSource
 from hotkeyd.sources.monitor_conn import RespConnection
-from hotkeyd.testing import RedisServer
+from hotkeyd.testing import RedisServer, paced_get_load
 
 _monitor_c: ModuleType | None
 try:
@@ -222,22 +222,6 @@ def keep_up(rs: RedisServer, r: redis.Redis, load_n: int, results: dict[str, Any
     print(json.dumps({"keep_up": results["keep_up"]}), flush=True)
 
 
-PACED_LOAD = """
-import sys, time, redis
-port, rate, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-r = redis.Redis(port=port)
-step, batch = 0.02, max(1, int(rate * 0.02))
-t, end = time.monotonic(), time.monotonic() + seconds
-while t < end:
-    p = r.pipeline(transaction=False)
-    for _ in range(batch):
-        p.get("key:__rand_int__")
-    p.execute()
-    t += step
-    time.sleep(max(0.0, t - time.monotonic()))
-"""
-
-
 def duty_accuracy(rs: RedisServer, r: redis.Redis, repeats: int, results: dict[str, Any]) -> None:
     """Duty 0.2: scaled estimate / the server's own GET count, 5 s windows.
 
@@ -249,8 +233,7 @@ def duty_accuracy(rs: RedisServer, r: redis.Redis, repeats: int, results: dict[s
     for _ in range(repeats):
         for mode in out:
             if mode == "paced":
-                cmd = [sys.executable, "-c", PACED_LOAD, str(rs.port), "5000", "60"]
-                p = subprocess.Popen(cmd)
+                p = paced_get_load(rs.port, 5000, 60, key="key:__rand_int__")
             else:
                 p = bench(rs, "-t", "get", "-n", "1000000000", "-c", "2")
             time.sleep(0.3)

@@ -18,11 +18,12 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from types import TracebackType
 
-__all__ = ["KafkaBroker", "RedisServer", "free_port", "wait_for_port"]
+__all__ = ["KafkaBroker", "RedisServer", "free_port", "paced_get_load", "wait_for_port"]
 
 
 def free_port() -> int:
@@ -172,3 +173,31 @@ class KafkaBroker(_Server):
                 env=env,
             )
         wait_for_port(self.port, timeout=20.0)
+
+
+_PACED_GET_LOAD = """
+import sys, time, redis
+port, rate, seconds, key = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+r = redis.Redis(port=port)
+step, batch = 0.02, max(1, int(rate * 0.02))
+t, end = time.monotonic(), time.monotonic() + seconds
+while t < end:
+    p = r.pipeline(transaction=False)
+    for _ in range(batch):
+        p.get(key)
+    p.execute()
+    t += step
+    time.sleep(max(0.0, t - time.monotonic()))
+"""
+
+
+def paced_get_load(
+    port: int, rate: float, seconds: float, key: str = "paced"
+) -> subprocess.Popen[bytes]:
+    """A steady GET load (``rate`` per second) on ``key`` from another process.
+
+    A separate process, so a tap or daemon under test does not slow the load down.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-c", _PACED_GET_LOAD, str(port), str(rate), str(seconds), key]
+    )

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from hotkeyd.testing import paced_get_load
+
 _monitor_c: ModuleType | None
 try:
     from hotkeyd import _monitor as _monitor_c
@@ -89,25 +91,6 @@ class Tally:
         return until(self)
 
 
-PACED_LOAD = """
-import sys, time, redis
-port, rate, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-r = redis.Redis(port=port)
-step, batch = 0.02, max(1, int(rate * 0.02))
-t, end = time.monotonic(), time.monotonic() + seconds
-while t < end:
-    p = r.pipeline(transaction=False)
-    for _ in range(batch):
-        p.get("paced")
-    p.execute()
-    t += step
-    time.sleep(max(0.0, t - time.monotonic()))
-"""
-
-
 def paced_load(port: int, rate: float, seconds: float) -> Any:
     """A steady GET load on key ``paced`` from another process (not slowed by the tap)."""
-    import subprocess
-    import sys
-
-    return subprocess.Popen([sys.executable, "-c", PACED_LOAD, str(port), str(rate), str(seconds)])
+    return paced_get_load(port, rate, seconds)
