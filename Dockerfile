@@ -14,7 +14,7 @@ COPY hotkeyd ./hotkeyd
 ENV HOTKEYD_REQUIRE_NATIVE=1
 RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
  && pip install --no-cache-dir --no-index --find-links /wheels /wheels/hotkeyd-*.whl \
- && python -c "import hotkeyd._native, hotkeyd._monitor"
+ && python -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor"
 
 FROM python:3.11-slim-bookworm
 RUN groupadd --system --gid 10001 hotkeyd \

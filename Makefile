@@ -1,41 +1,68 @@
-# One-word commands. `make test` is what CI runs (.ci/run calls it).
+# One-word commands. `make run` is the main job; `make test` is what CI runs (.ci/run calls it).
+#
+# Everything runs inside a project virtual environment (.venv, git-ignored), so the same
+# commands work with a system Python that forbids `pip install` (PEP 668: Debian 12,
+# Ubuntu 24.04) and with pyenv/conda/any other Python. PYTHON picks the interpreter the
+# venv is made from; python3-venv is installed through apt when that interpreter lacks it.
 PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+BIN := $(VENV)/bin
 
-.PHONY: install install-dev servers test lint format bench run clean
+.PHONY: venv install install-dev servers test lint format bench run fuzz clean
 
-install:            ## install hotkeyd with its native core
+venv: $(PY)
+
+$(PY):
+	@$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || $(MAKE) -s venv-deps
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+.PHONY: venv-deps
+venv-deps:          ## python3-venv (apt) for a system Python that lacks ensurepip
+	@if command -v apt-get >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3-venv; \
+	else echo "install the venv module for $(PYTHON) (python3-venv)"; exit 1; fi
+
+install: $(PY)      ## install hotkeyd with its native core into .venv
 	$(PIP) install -q .
+	@echo "hotkeyd installed in $(VENV): run it as $(BIN)/hotkeyd (or: . $(VENV)/bin/activate)"
 
-install-dev:        ## editable install with test/dev/bench extras; native build required
+install-dev: $(PY)  ## editable install with test/dev/bench extras; native build required
 	HOTKEYD_REQUIRE_NATIVE=1 $(PIP) install -q -e '.[dev,bench]'
-	HOTKEYD_REQUIRE_NATIVE=1 $(PYTHON) setup.py -q build_ext --inplace
+	HOTKEYD_REQUIRE_NATIVE=1 $(PY) setup.py -q build_ext --inplace
 
 servers:            ## redis-server and redis-tools (apt) when missing
 	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || \
-	  (apt-get update -qq && apt-get install -y -qq redis-server redis-tools)
+	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server redis-tools)
 
 test: servers install-dev   ## everything CI runs: native build required, lint, the suite, then the pure twins
-	$(PYTHON) -c "import hotkeyd._native, hotkeyd._monitor"   # fails loudly if the C core did not build
+	$(PY) -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor"   # fails loudly if the C core did not build
 	$(MAKE) lint
-	$(PYTHON) -m pytest
-	HOTKEYD_PURE_PYTHON=1 $(PYTHON) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py
+	$(PY) -m pytest
+	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py
 
-lint:
-	ruff check hotkeyd tests benchmarks
-	ruff format --check hotkeyd tests benchmarks
-	mypy
+lint: $(PY)
+	$(BIN)/ruff check hotkeyd tests benchmarks
+	$(BIN)/ruff format --check hotkeyd tests benchmarks
+	$(BIN)/mypy
 
-format:
-	ruff format hotkeyd tests benchmarks
-	ruff check --fix hotkeyd tests benchmarks
+format: $(PY)
+	$(BIN)/ruff format hotkeyd tests benchmarks
+	$(BIN)/ruff check --fix hotkeyd tests benchmarks
 
-bench:
-	$(PYTHON) benchmarks/run_all.py
+bench: $(PY)
+	$(PY) benchmarks/run_all.py
 
 run: install        ## the main job: `hotkeyd demo` (daemon + subscriber on a live workload)
 	-@command -v redis-server >/dev/null || $(MAKE) -s servers || echo "(no redis-server: the demo runs in-process)"
-	hotkeyd demo
+	$(BIN)/hotkeyd demo
 
 clean:
-	rm -rf build dist *.egg-info hotkeyd/*.so .pytest_cache .mypy_cache
+	rm -rf build dist *.egg-info hotkeyd/*.so hotkeyd/*/*.so hotkeyd/*/*/*.so .pytest_cache .mypy_cache
+
+distclean: clean
+	rm -rf $(VENV)

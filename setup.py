@@ -43,11 +43,11 @@ def _sources(*names: str) -> list[str]:
 
 
 ext_modules = []
-if os.path.exists(os.path.join("native", "_nativemodule.c")):
+if os.path.exists(os.path.join("native", "_sketchmodule.c")):
     ext_modules.append(
         Extension(
-            "hotkeyd._native",
-            sources=_sources("murmur3.c", "sketch.c", "lines.c", "_nativemodule.c"),
+            "hotkeyd.sketch._sketch",
+            sources=_sources("murmur3.c", "sketch.c", "lines.c", "_sketchmodule.c"),
             include_dirs=["native"],
             extra_compile_args=CFLAGS,
         )
@@ -55,7 +55,7 @@ if os.path.exists(os.path.join("native", "_nativemodule.c")):
 if os.path.exists(os.path.join("native", "_monitormodule.c")):
     ext_modules.append(
         Extension(
-            "hotkeyd._monitor",
+            "hotkeyd.sources.monitor._monitor",
             sources=_sources("monitor_parse.c", "_monitormodule.c"),
             include_dirs=["native"],
             extra_compile_args=CFLAGS,

@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from zipf import zipf_lines
 
-from hotkeyd.config import Settings
+from hotkeyd.daemon.config import Settings
+from hotkeyd.daemon.service import Service
+from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.publish import MemoryPublisher
-from hotkeyd.rules import Rule, RuleSet
-from hotkeyd.service import Service
 from hotkeyd.sketch import IMPLEMENTATION, HeavyKeeper
 from hotkeyd.sources.stream import StreamSource
 from hotkeyd.sources.synthetic import SyntheticSource

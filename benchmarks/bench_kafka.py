@@ -37,10 +37,10 @@ with warnings.catch_warnings():  # kafka-python 3.0 imports use deprecated impor
 
 from zipf import zipf_keys
 
-from hotkeyd.kafkaconf import KafkaSettings
+from hotkeyd.client.reporter import Reporter
+from hotkeyd.conn.kafka import KafkaSettings
 from hotkeyd.metrics import Metrics
-from hotkeyd.reporter import Reporter
-from hotkeyd.sources.kafka import KafkaSource
+from hotkeyd.sources.kafka.source import KafkaSource
 from hotkeyd.testing import KafkaBroker
 
 try:

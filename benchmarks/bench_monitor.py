@@ -34,17 +34,17 @@ from typing import Any
 import redis
 from prometheus_client import CollectorRegistry
 
-from hotkeyd import _monitor_py
-from hotkeyd.keyspec import entries_from_command_reply
+from hotkeyd.conn.redis import parse_redis_url
 from hotkeyd.metrics import Metrics
-from hotkeyd.redisconn import parse_redis_url
-from hotkeyd.sources.monitor import MonitorSource
-from hotkeyd.sources.monitor_conn import RespConnection
+from hotkeyd.sources.monitor import _monitor_py
+from hotkeyd.sources.monitor.conn import RespConnection
+from hotkeyd.sources.monitor.keyspec import entries_from_command_reply
+from hotkeyd.sources.monitor.source import MonitorSource
 from hotkeyd.testing import RedisServer, paced_get_load
 
 _monitor_c: ModuleType | None
 try:
-    from hotkeyd import _monitor as _monitor_c
+    from hotkeyd.sources.monitor import _monitor as _monitor_c
 except ImportError:  # pragma: no cover
     _monitor_c = None
 

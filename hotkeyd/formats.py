@@ -11,7 +11,7 @@ Formats (chosen per source with ``format=``):
 ``json``      the value is ``{"key": "k", "count": 3}`` (``"enc": "base64"`` for binary
               keys, ``count`` defaults to 1) or the reporter's batch object
               ``{"v": 1, "keys": [["k", 3], ["aGk=", 1, "b64"], ...]}``.
-``reporter``  what :class:`hotkeyd.reporter.Reporter` sends: a value starting with ``{`` is
+``reporter``  what :class:`hotkeyd.client.reporter.Reporter` sends: a value starting with ``{`` is
               JSON as above, anything else is ``lines``. The recommended setting for
               reporter topics, and the default.
 
@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from hotkeyd.sources.base import Batch
+from hotkeyd.batch import Batch
 
 __all__ = [
     "MAX_COUNT",

@@ -135,7 +135,7 @@ static PySequenceMethods Table_as_seq = {.sq_length = (lenfunc)Table_len};
 
 static PyTypeObject TableType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "hotkeyd._monitor.Table",
+    .tp_name = "hotkeyd.sources.monitor._monitor.Table",
     .tp_basicsize = sizeof(TableObject),
     .tp_dealloc = (destructor)Table_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -361,7 +361,7 @@ static PyGetSetDef Parser_getset[] = {
 
 static PyTypeObject ParserType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "hotkeyd._monitor.Parser",
+    .tp_name = "hotkeyd.sources.monitor._monitor.Parser",
     .tp_basicsize = sizeof(ParserObject),
     .tp_dealloc = (destructor)Parser_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -419,7 +419,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "hotkeyd._monitor", "C MONITOR parser of hotkeyd.", -1, module_methods,
+    PyModuleDef_HEAD_INIT, "hotkeyd.sources.monitor._monitor", "C MONITOR parser of hotkeyd.", -1, module_methods,
     NULL, NULL, NULL, NULL,
 };
 

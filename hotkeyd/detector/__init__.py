@@ -1,8 +1,8 @@
 """Hot-key detection: windowed rates from rotating sub-window sketches, hot/cool states.
 
-Public names are loaded lazily (PEP 562) so that ``hotkeyd.rules`` can import the
+Public names are loaded lazily (PEP 562) so that ``hotkeyd.detector.rules`` can import the
 small helpers in this package (glob matching, TOML line lookup) without pulling in
-the detector, which itself imports ``hotkeyd.rules``.
+the detector, which itself imports ``hotkeyd.detector.rules``.
 """
 
 from __future__ import annotations

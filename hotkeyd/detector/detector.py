@@ -27,17 +27,17 @@ import math
 import time
 from collections.abc import Callable
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock
 from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, TickResult
 from hotkeyd.detector.intake import Intake, count_lines, count_nonempty_lines
 from hotkeyd.detector.keys import decode_ident, encode_lines
+from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.detector.state import HotKey, HotSet
 from hotkeyd.detector.window import SketchLike, SubWindowRing
 from hotkeyd.errors import ConfigError, SketchError
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.rules import Rule, RuleSet
-from hotkeyd.sources.base import Batch
 from hotkeyd.wire import CoolEntry, HotEntry
 
 __all__ = ["Detector"]

@@ -23,7 +23,7 @@ import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from hotkeyd.rules import Rule
+from hotkeyd.detector.rules import Rule
 
 __all__ = ["HotKey", "HotSet", "Transitions"]
 

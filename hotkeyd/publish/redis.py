@@ -42,6 +42,12 @@ import redis
 import redis.exceptions as rexc
 
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.conn.redis import (
+    RedisSettings,
+    client_from_url,
+    parse_redis_url,
+    translate_redis_error,
+)
 from hotkeyd.metrics import Metrics
 from hotkeyd.publish.base import (
     DEFAULT_TOP_LIMIT,
@@ -50,7 +56,6 @@ from hotkeyd.publish.base import (
     default_instance_id,
 )
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.redisconn import RedisSettings, client_from_url, parse_redis_url, translate_redis_error
 from hotkeyd.wire import CoolEntry, HotEntry, Message, Namespace
 
 __all__ = ["RedisPublisher"]

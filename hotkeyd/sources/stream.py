@@ -32,9 +32,9 @@ import threading
 from collections.abc import Callable
 from typing import BinaryIO, cast
 
+from hotkeyd.batch import Batch
 from hotkeyd.errors import SourceError
 from hotkeyd.metrics import Metrics
-from hotkeyd.sources.base import Batch
 
 __all__ = ["StreamSource"]
 

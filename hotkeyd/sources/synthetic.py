@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.sources.base import Batch
 
 __all__ = ["Spike", "SyntheticSource", "zipf_keys"]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import ManualClock
 from hotkeyd.detector import Detector, DetectorConfig, TickResult
+from hotkeyd.detector.rules import RuleSet
 from hotkeyd.metrics import Metrics
-from hotkeyd.rules import RuleSet
-from hotkeyd.sources.base import Batch
 
 try:
     from hotkeyd.sketch import new_sketch

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import ManualClock
 from hotkeyd.detector import Detector, DetectorConfig
-from hotkeyd.rules import RuleSet
-from hotkeyd.sources.base import Batch
+from hotkeyd.detector.rules import RuleSet
 
 
 @pytest.mark.parametrize("bad", [None, "x", 1.5j, -3])

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import ManualClock
 from hotkeyd.detector import Detector, DetectorConfig
-from hotkeyd.rules import parse_rules
-from hotkeyd.sources.base import Batch
+from hotkeyd.detector.rules import parse_rules
 
 from .conftest import ExactSketch, new_sketch
 

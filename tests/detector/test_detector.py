@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import ManualClock
 from hotkeyd.detector import Detector, DetectorConfig
+from hotkeyd.detector.rules import RuleSet, parse_rules
 from hotkeyd.errors import ConfigError
 from hotkeyd.metrics import Metrics
-from hotkeyd.rules import RuleSet, parse_rules
-from hotkeyd.sources.base import Batch
 
 from .conftest import ExactSketch, MakeSim
 

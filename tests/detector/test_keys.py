@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hotkeyd.batch import Batch
 from hotkeyd.detector.keys import decode_ident, encode_ident, encode_keys, encode_lines
+from hotkeyd.detector.rules import parse_rules
 from hotkeyd.errors import RulesError
-from hotkeyd.rules import parse_rules
-from hotkeyd.sources.base import Batch
 
 from .conftest import MakeSim
 

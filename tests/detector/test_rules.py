@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hotkeyd.detector.glob import Glob, GlobError
+from hotkeyd.detector.rules import DEFAULT_THRESHOLD, Rule, RuleSet, load_rules, parse_rules
 from hotkeyd.errors import ConfigError, RulesError
-from hotkeyd.rules import DEFAULT_THRESHOLD, Rule, RuleSet, load_rules, parse_rules
 
 GOOD = """\
 # a comment

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hotkeyd.detector.rules import Rule
 from hotkeyd.detector.state import HotSet
-from hotkeyd.rules import Rule
 
 THRESHOLD = 100.0
 COOLDOWN = 0.5

@@ -14,9 +14,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from hotkeyd.kafkaconf import KafkaSettings
-from hotkeyd.sources.base import Batch
-from hotkeyd.sources.kafka import KafkaSource
+from hotkeyd.batch import Batch
+from hotkeyd.conn.kafka import KafkaSettings
+from hotkeyd.sources.kafka.source import KafkaSource
 
 FAST_GROUP = {
     "session_timeout_ms": 6000,

@@ -12,7 +12,7 @@ import pytest
 import redis
 from kafka_testutil import create_topic
 
-from hotkeyd.reporter import Reporter, partition_for
+from hotkeyd.client.reporter import Reporter, partition_for
 from hotkeyd.testing import KafkaBroker, RedisServer
 from hotkeyd.wire import Message, Namespace, decode_key
 

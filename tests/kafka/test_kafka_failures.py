@@ -9,7 +9,7 @@ import pytest
 from kafka_testutil import create_topic, drain, producer, settings
 
 from hotkeyd.metrics import Metrics
-from hotkeyd.sources.kafka import KafkaSource
+from hotkeyd.sources.kafka.source import KafkaSource
 from hotkeyd.testing import KafkaBroker, free_port
 
 pytestmark = [
@@ -24,7 +24,7 @@ pytestmark = [
 def test_broker_down_at_start_then_restarted_mid_run(
     unique: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="hotkeyd.sources.kafka")
+    caplog.set_level(logging.INFO, logger="hotkeyd.sources.kafka.source")
     broker = KafkaBroker(port=free_port())  # not started yet: the daemon starts first
     topic = f"acc-{unique}"
     metrics = Metrics()

@@ -7,9 +7,9 @@ import collections
 import pytest
 from kafka_testutil import create_topic, drain, producer, settings, wait_assigned
 
+from hotkeyd.client.reporter import partition_for
 from hotkeyd.metrics import Metrics
-from hotkeyd.reporter import partition_for
-from hotkeyd.sources.kafka import KafkaSource
+from hotkeyd.sources.kafka.source import KafkaSource
 from hotkeyd.testing import KafkaBroker
 
 pytestmark = pytest.mark.integration

@@ -8,11 +8,11 @@ import time
 import pytest
 from kafka_testutil import create_topic, drain, producer, read_all, settings
 
+from hotkeyd.batch import Batch
 from hotkeyd.formats import encode_json_batch, encode_json_record
 from hotkeyd.metrics import Metrics
 from hotkeyd.sketch import new_sketch
-from hotkeyd.sources.base import Batch
-from hotkeyd.sources.kafka import KafkaSource
+from hotkeyd.sources.kafka.source import KafkaSource
 from hotkeyd.testing import KafkaBroker
 
 pytestmark = pytest.mark.integration

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hotkeyd.conn.kafka import KafkaSettings, parse_kafka_url
 from hotkeyd.errors import ConfigError
-from hotkeyd.kafkaconf import KafkaSettings, parse_kafka_url
 
 
 def test_defaults_and_topics() -> None:

@@ -10,11 +10,11 @@ import pytest
 import redis
 from kafka_testutil import create_topic, drain, read_all, settings
 
+from hotkeyd.client.reporter import Reporter, command_keys, instrument, partition_for
 from hotkeyd.errors import ClientError
 from hotkeyd.formats import RecordDecoder
 from hotkeyd.metrics import Metrics
-from hotkeyd.reporter import Reporter, command_keys, instrument, partition_for
-from hotkeyd.sources.kafka import KafkaSource
+from hotkeyd.sources.kafka.source import KafkaSource
 from hotkeyd.testing import KafkaBroker, RedisServer, free_port
 
 PARTITIONS = 4

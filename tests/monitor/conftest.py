@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from hotkeyd import _monitor_py
-from hotkeyd.keyspec import entries_from_command_reply
+from hotkeyd.conn.redis import parse_redis_url
 from hotkeyd.metrics import Metrics
-from hotkeyd.redisconn import parse_redis_url
-from hotkeyd.sources.monitor import MonitorSource
-from hotkeyd.sources.monitor_conn import RespConnection
+from hotkeyd.sources.monitor import _monitor_py
+from hotkeyd.sources.monitor.conn import RespConnection
+from hotkeyd.sources.monitor.keyspec import entries_from_command_reply
+from hotkeyd.sources.monitor.source import MonitorSource
 from hotkeyd.testing import RedisServer
 
 from .helpers import _monitor_c

@@ -11,7 +11,7 @@ from hotkeyd.testing import paced_get_load
 
 _monitor_c: ModuleType | None
 try:
-    from hotkeyd import _monitor as _monitor_c
+    from hotkeyd.sources.monitor import _monitor as _monitor_c
 except ImportError:  # pragma: no cover - CI builds the extension
     _monitor_c = None
 

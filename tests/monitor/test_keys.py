@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hotkeyd.keyspec import entries_from_command_reply
+from hotkeyd.sources.monitor.keyspec import entries_from_command_reply
 
 R, W = False, True
 
@@ -137,7 +137,7 @@ def test_legacy_table_without_key_specs(impl: ModuleType) -> None:
 
 
 def test_c_and_twin_tables_agree_on_every_command(command_reply: list[Any]) -> None:
-    from hotkeyd import _monitor_py
+    from hotkeyd.sources.monitor import _monitor_py
 
     from .helpers import _monitor_c
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hotkeyd import _monitor_py
+from hotkeyd.sources.monitor import _monitor_py
 
 from .helpers import _monitor_c, monitor_line, sdscatrepr
 

@@ -13,8 +13,8 @@ import redis
 
 from hotkeyd.errors import ConfigError, MonitorError, MonitorPermissionError
 from hotkeyd.metrics import Metrics
-from hotkeyd.sources.monitor import MonitorSource, parse_monitor_url
-from hotkeyd.sources.monitor_conn import parse_cluster_nodes
+from hotkeyd.sources.monitor.conn import parse_cluster_nodes
+from hotkeyd.sources.monitor.source import MonitorSource, parse_monitor_url
 from hotkeyd.testing import RedisServer, free_port
 
 from .helpers import Tally, metric, paced_load, url

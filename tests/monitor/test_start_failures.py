@@ -42,7 +42,7 @@ def test_one_server_down_at_start_others_tapped_then_it_joins(
     metrics: Metrics,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="hotkeyd.sources.monitor")
+    caplog.set_level(logging.WARNING, logger="hotkeyd.sources.monitor.source")
     port = free_port()
     late_url = f"redis-monitor://127.0.0.1:{port}"
     src = source_factory([url(redis_server), late_url], **FAST)

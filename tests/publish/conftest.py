@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from hotkeyd.conn.redis import client_from_url
 from hotkeyd.metrics import Metrics
-from hotkeyd.redisconn import client_from_url
 from hotkeyd.testing import RedisServer
 from hotkeyd.wire import Message
 

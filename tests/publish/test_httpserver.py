@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from hotkeyd.daemon.http import DEFAULT_HOST, DEFAULT_PORT, HttpServer
 from hotkeyd.errors import ConfigError, UnreachableError
-from hotkeyd.httpserver import DEFAULT_HOST, DEFAULT_PORT, HttpServer
 from hotkeyd.metrics import Metrics
 
 

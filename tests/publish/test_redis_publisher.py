@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from hotkeyd.conn.redis import client_from_url
 from hotkeyd.metrics import Metrics
 from hotkeyd.publish import RedisPublisher
-from hotkeyd.redisconn import client_from_url
 from hotkeyd.testing import RedisServer
 from hotkeyd.wire import CoolEntry, HotEntry, Message, Namespace
 from tests.publish.conftest import Subscriber, sample, wait_until

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from hotkeyd.conn.redis import client_from_url, parse_redis_url, redact_url, translate_redis_error
 from hotkeyd.errors import ConfigError, PublishError, UnreachableError
 from hotkeyd.publish import RedisPublisher
-from hotkeyd.redisconn import client_from_url, parse_redis_url, redact_url, translate_redis_error
 
 
 def test_plain_url_with_db_and_timeouts() -> None:

@@ -474,9 +474,9 @@ def test_a_source_failing_at_start_leaves_no_live_snapshot(redis_server: RedisSe
 
     import redis as redis_py
 
-    from hotkeyd.config import Settings
+    from hotkeyd.daemon.config import Settings
+    from hotkeyd.daemon.service import Service
     from hotkeyd.errors import HotkeydError
-    from hotkeyd.service import Service
 
     class Broken:
         name = "broken"

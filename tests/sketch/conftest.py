@@ -23,16 +23,16 @@ PURE = os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0")
 def load_native() -> types.ModuleType:
     """The C extension, or skip (fail in CI) when it was not built."""
     try:
-        from hotkeyd import _native
+        from hotkeyd.sketch import _sketch
     except ImportError as exc:
         if IN_CI:
-            pytest.fail(f"hotkeyd._native is required in CI but cannot be imported: {exc}")
-        pytest.skip(f"hotkeyd._native not built ({exc})")
-    return _native
+            pytest.fail(f"hotkeyd.sketch._sketch is required in CI but cannot be imported: {exc}")
+        pytest.skip(f"hotkeyd.sketch._sketch not built ({exc})")
+    return _sketch
 
 
 def load_python() -> types.ModuleType:
-    from hotkeyd import _sketch_py
+    from hotkeyd.sketch import _sketch_py
 
     return _sketch_py
 

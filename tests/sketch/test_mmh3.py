@@ -8,7 +8,7 @@ import mmh3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hotkeyd._sketch_py import _murmur3_py
+from hotkeyd.sketch._sketch_py import _murmur3_py
 
 KNOWN = [
     (b"", 0),

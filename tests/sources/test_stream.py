@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from hotkeyd.batch import Batch
 from hotkeyd.errors import SourceError
 from hotkeyd.metrics import Metrics
 from hotkeyd.sketch import new_sketch
-from hotkeyd.sources.base import Batch
 from hotkeyd.sources.stream import StreamSource
 
 MIB = 1 << 20

@@ -795,14 +795,14 @@ static PySequenceMethods Sketch_as_sequence = {
 };
 
 static PyTypeObject HeavyKeeperType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd._native.HeavyKeeper",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd.sketch._sketch.HeavyKeeper",
     .tp_basicsize = sizeof(SketchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "HeavyKeeper(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
               "key_bytes=None)\n\n"
               "HeavyKeeper top-k sketch (Gong et al., USENIX ATC 2018), C core.\n\n"
               "memory is the total byte budget (buckets, heap, index and key arena); nbytes never\n"
-              "exceeds it. Results are identical to hotkeyd._sketch_py.HeavyKeeper for the same seed.\n\n"
+              "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.HeavyKeeper for the same seed.\n\n"
               "Thread safety: each object has its own lock, taken around every method, so sharing\n"
               "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
               "See docs/sketch.md.",
@@ -815,7 +815,7 @@ static PyTypeObject HeavyKeeperType = {
 };
 
 static PyTypeObject CountMinType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd._native.CountMinTopK",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd.sketch._sketch.CountMinTopK",
     .tp_basicsize = sizeof(SketchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "CountMinTopK(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
@@ -823,7 +823,7 @@ static PyTypeObject CountMinType = {
               "Count-Min sketch with conservative update and a top-k heap, C core. Mergeable with a\n"
               "sketch of the same width, depth, seed and max_key_len.\n\n"
               "memory is the total byte budget (counters, heap, index and key arena); nbytes never\n"
-              "exceeds it. Results are identical to hotkeyd._sketch_py.CountMinTopK for the same seed.\n\n"
+              "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.CountMinTopK for the same seed.\n\n"
               "Thread safety: each object has its own lock, taken around every method, so sharing\n"
               "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
               "See docs/sketch.md.",
@@ -860,11 +860,11 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "hotkeyd._native", "C core of the hotkeyd top-k sketches.", -1,
+    PyModuleDef_HEAD_INIT, "hotkeyd.sketch._sketch", "C core of the hotkeyd top-k sketches.", -1,
     module_methods,        NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__native(void) {
+PyMODINIT_FUNC PyInit__sketch(void) {
     PyObject *m, *errors;
     sk_tables_init();
     errors = PyImport_ImportModule("hotkeyd.errors");

@@ -1,4 +1,4 @@
-"""Type stubs for the C core (native/_nativemodule.c)."""
+"""Type stubs for the C core (native/_sketchmodule.c)."""
 
 from typing import Any
 

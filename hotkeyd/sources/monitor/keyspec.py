@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hotkeyd.monitor_parser import Table
+from hotkeyd.sources.monitor.parser import Table
 
 __all__ = [
     "BS_INDEX",

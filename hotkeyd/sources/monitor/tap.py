@@ -1,6 +1,6 @@
 """One tapped server: its MONITOR connection, reader thread and pending counts.
 
-Split from :mod:`hotkeyd.sources.monitor` (which owns discovery and the Source API);
+Split from :mod:`hotkeyd.sources.monitor.source` (which owns discovery and the Source API);
 see that module for the design. A :class:`Tap` reads the raw stream in large chunks,
 hands them to the C parser (GIL released), folds the keys into per-(db, window scale)
 counters, duty-cycles with MONITOR/RESET, and disconnects when it falls behind.
@@ -14,11 +14,9 @@ import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from hotkeyd.batch import Batch
 from hotkeyd.errors import MonitorError, MonitorPermissionError
-from hotkeyd.keyspec import table_from_command_reply
-from hotkeyd.monitor_parser import Parser
-from hotkeyd.sources.base import Batch
-from hotkeyd.sources.monitor_conn import (
+from hotkeyd.sources.monitor.conn import (
     MonitorTarget,
     RespConnection,
     RespError,
@@ -28,13 +26,15 @@ from hotkeyd.sources.monitor_conn import (
     perm_error,
     unreachable,
 )
+from hotkeyd.sources.monitor.keyspec import table_from_command_reply
+from hotkeyd.sources.monitor.parser import Parser
 
 if TYPE_CHECKING:
-    from hotkeyd.sources.monitor import MonitorSource
+    from hotkeyd.sources.monitor.source import MonitorSource
 
 __all__ = ["PERIOD", "Tap", "Unreachable", "is_perm", "perm_error", "unreachable"]
 
-logger = logging.getLogger("hotkeyd.sources.monitor")
+logger = logging.getLogger("hotkeyd.sources.monitor.source")
 _SOURCE = "monitor"
 PERIOD = 1.0  # duty-cycle period, seconds
 

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import click
 
 from hotkeyd import __version__
+from hotkeyd.conn.urls import redact_any_url
 from hotkeyd.errors import ConfigError, HotkeydError
-from hotkeyd.urls import redact_any_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,7 +63,7 @@ def _setup_logging(level: str) -> None:
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Eager --config: file values become click defaults (below flags and env vars)."""
     if value:
-        from hotkeyd.config import load_config_file
+        from hotkeyd.daemon.config import load_config_file
 
         try:
             values = load_config_file(value)
@@ -247,8 +247,8 @@ def run(print_config: bool, **opts: Any) -> None:
       hotkeyd run -s 'kafka://127.0.0.1:9092/accesses?group=hotkeyd&format=lines' --redis-url ...
       hotkeyd run -s redis-monitor://127.0.0.1:6379 --monitor-duty 0.2 --redis-url ...
     """
-    from hotkeyd.config import Settings
-    from hotkeyd.service import Service, run_until_signalled
+    from hotkeyd.daemon.config import Settings
+    from hotkeyd.daemon.service import Service, run_until_signalled
 
     _setup_logging(opts["log_level"])
 
@@ -372,8 +372,8 @@ def _read_top(redis_url: str, namespace: str, http: str | None) -> dict[str, Any
             raise HotkeydError(f"cannot read {url}: {exc}") from exc
         data.setdefault("instances", [data.get("instance", "?")])
         return data
-    from hotkeyd.redisconn import client_from_url
-    from hotkeyd.snapshot import read_merged
+    from hotkeyd.client.snapshots import read_merged
+    from hotkeyd.conn.redis import client_from_url
     from hotkeyd.wire import Namespace
 
     client = client_from_url(redis_url)
@@ -455,7 +455,7 @@ def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, co
     """
     import redis as redis_py
 
-    from hotkeyd.redisconn import client_from_url, translate_redis_error
+    from hotkeyd.conn.redis import client_from_url, translate_redis_error
     from hotkeyd.wire import Message, Namespace, WireError
 
     def show(data: bytes | str) -> None:
@@ -570,7 +570,7 @@ def check(http: str, strict: bool, redis_url: str | None, namespace: str, max_ag
         if redis_url:
             import redis as redis_py
 
-            from hotkeyd.redisconn import client_from_url, translate_redis_error
+            from hotkeyd.conn.redis import client_from_url, translate_redis_error
             from hotkeyd.wire import Namespace
 
             client = client_from_url(redis_url)
@@ -633,7 +633,7 @@ def demo(
     Starts a throwaway redis-server on a free port if one is installed, runs the
     daemon and a subscribed app in this process, and shows the top keys live.
     """
-    from hotkeyd.demo import run_demo
+    from hotkeyd.cli.demo import run_demo
 
     _setup_logging("WARNING")
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from hotkeyd.conn.redis import RedisSettings, parse_redis_url, redact_url
 from hotkeyd.errors import ConfigError, MonitorError, MonitorPermissionError
-from hotkeyd.redisconn import RedisSettings, parse_redis_url, redact_url
 
 __all__ = [
     "MonitorTarget",

@@ -1,4 +1,4 @@
-"""Pure-Python twin of the C MONITOR parser (``hotkeyd._monitor``).
+"""Pure-Python twin of the C MONITOR parser (``hotkeyd.sources.monitor._monitor``).
 
 Same classes, same results, byte for byte: it is the fallback when the C extension
 did not build and the oracle the tests compare the C parser against. It is written

@@ -7,7 +7,7 @@ FeedResult = tuple[dict[int, list[bytes]], list[bytes], int, int, int, int, int,
 ArgsLine = tuple[float, int, bytes, list[bytes]]
 
 class Table:
-    """Command table: name -> (special, key specs); see hotkeyd.keyspec."""
+    """Command table: name -> (special, key specs); see hotkeyd.sources.monitor.keyspec."""
 
     def __init__(self, entries: Iterable[tuple[bytes | str, int, Sequence[Spec]]]) -> None: ...
     def __len__(self) -> int: ...

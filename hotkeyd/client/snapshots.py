@@ -25,8 +25,8 @@ import redis
 import redis.exceptions as rexc
 
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.conn.redis import translate_redis_error
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.redisconn import translate_redis_error
 from hotkeyd.wire import HotEntry, Message, Namespace, WireError
 
 __all__ = [

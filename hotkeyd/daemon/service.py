@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.config import Settings
+from hotkeyd.daemon.config import Settings
+from hotkeyd.daemon.factory import make_sources
 from hotkeyd.detector import Detector, DetectorConfig
+from hotkeyd.detector.rules import RuleSet, load_rules
 from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
 from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
-from hotkeyd.rules import RuleSet, load_rules
 from hotkeyd.sources.base import Source
-from hotkeyd.sources.factory import make_sources
 from hotkeyd.wire import HotEntry, Namespace, encode_key
 
 __all__ = ["Service", "ServiceState"]
@@ -209,7 +209,7 @@ class Service:
         for src in self.sources:
             src.start()
         if self.settings.http_port is not None:
-            from hotkeyd.httpserver import HttpServer
+            from hotkeyd.daemon.http import HttpServer
 
             self._http = HttpServer(
                 self.metrics.registry,
@@ -231,7 +231,7 @@ class Service:
 
     def _check_redis(self, url: str) -> None:
         """Fail fast on wrong credentials; ride out an unreachable Redis."""
-        from hotkeyd.redisconn import check_redis
+        from hotkeyd.conn.redis import check_redis
 
         try:
             check_redis(url, timeout=3.0)

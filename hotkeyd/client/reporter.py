@@ -36,9 +36,9 @@ from typing import Any
 import mmh3
 
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.conn.kafka import check_reachable, kafka_python
 from hotkeyd.errors import ClientError
 from hotkeyd.formats import MAX_COUNT, encode_counts
-from hotkeyd.kafkaconf import check_reachable, kafka_python
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
 

@@ -1,7 +1,7 @@
 """The MONITOR parser implementation in use: the C extension, or its pure-Python twin.
 
-Chosen once at import: ``hotkeyd._monitor`` when it was built, else
-``hotkeyd._monitor_py``. ``HOTKEYD_PURE_PYTHON=1`` forces the twin (CI runs the tests
+Chosen once at import: ``hotkeyd.sources.monitor._monitor`` when it was built, else
+``hotkeyd.sources.monitor._monitor_py``. ``HOTKEYD_PURE_PYTHON=1`` forces the twin (CI runs the tests
 both ways so the two cannot drift apart).
 """
 
@@ -17,15 +17,15 @@ logger = logging.getLogger(__name__)
 
 
 def _choose() -> tuple[ModuleType, str]:
-    from hotkeyd import _monitor_py
+    from hotkeyd.sources.monitor import _monitor_py
 
     if os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0"):
         return _monitor_py, "python"
     try:
-        from hotkeyd import _monitor
+        from hotkeyd.sources.monitor import _monitor
     except ImportError:
         logger.warning(
-            "hotkeyd._monitor (C) not built; the MONITOR tap uses the slower Python twin"
+            "hotkeyd.sources.monitor._monitor (C) not built; the MONITOR tap uses the slower Python twin"
         )
         return _monitor_py, "python"
     return _monitor, "c"

@@ -25,13 +25,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.conn.kafka import KafkaSettings, check_reachable, kafka_python
 from hotkeyd.formats import RecordDecoder, RecordLike
-from hotkeyd.kafkaconf import KafkaSettings, check_reachable, kafka_python
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.sources.base import Batch
-from hotkeyd.sources.kafka_dlq import DeadLetters
+from hotkeyd.sources.kafka.dlq import DeadLetters
 
 __all__ = ["KafkaSource"]
 
@@ -55,7 +55,7 @@ class KafkaSource:
     """Key accesses from Kafka topics, as a member of a consumer group.
 
     Args:
-        settings: connection, group, format and security (see :mod:`hotkeyd.kafkaconf`).
+        settings: connection, group, format and security (see :mod:`hotkeyd.conn.kafka`).
         metrics: where records, bad records, rebalances, lag and errors are counted.
         clock: time source for lag updates and log rate limiting.
         max_key_len: longest key accepted; longer ones are counted as ``oversized``.

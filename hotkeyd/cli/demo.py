@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from hotkeyd.config import Settings
-from hotkeyd.rules import Rule, RuleSet
+from hotkeyd.daemon.config import Settings
+from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.sources.synthetic import Spike, SyntheticSource
 from hotkeyd.wire import HotEntry, Message, decode_key
 
@@ -91,8 +91,8 @@ def run_demo(
 ) -> DemoSummary:
     """Run the demo and return its summary (also printed to ``out``)."""
     from hotkeyd.client import HotSet, Subscriber
+    from hotkeyd.daemon.service import Service
     from hotkeyd.publish import MemoryPublisher
-    from hotkeyd.service import Service
 
     out = out or sys.stdout
     live = out.isatty() if live is None else live

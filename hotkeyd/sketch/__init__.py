@@ -1,8 +1,8 @@
 """Top-K sketches: HeavyKeeper and Count-Min (conservative update) with a top-k heap.
 
-The C core (``hotkeyd._native``) is chosen once, at import, when it is built;
+The C core (``hotkeyd.sketch._sketch``) is chosen once, at import, when it is built;
 otherwise, or when ``HOTKEYD_PURE_PYTHON=1``, the pure-Python twin
-(``hotkeyd._sketch_py``) takes over. Both give identical results for the same seed,
+(``hotkeyd.sketch._sketch_py``) takes over. Both give identical results for the same seed,
 so the choice only changes speed. :data:`IMPLEMENTATION` says which one is active.
 
 Usage::
@@ -73,17 +73,17 @@ def _want_pure() -> bool:
 def _load() -> tuple[Any, str]:
     """Pick the implementation once: the C core unless missing or disabled."""
     if _want_pure():
-        from hotkeyd import _sketch_py
+        from hotkeyd.sketch import _sketch_py
 
         return _sketch_py, "python"
     try:
-        from hotkeyd import _native
+        from hotkeyd.sketch import _sketch
     except ImportError as exc:  # no compiler where this was installed
-        logger.warning("hotkeyd._native unavailable (%s); using the pure-Python sketch", exc)
-        from hotkeyd import _sketch_py
+        logger.warning("hotkeyd.sketch._sketch unavailable (%s); using the pure-Python sketch", exc)
+        from hotkeyd.sketch import _sketch_py
 
         return _sketch_py, "python"
-    return _native, "native"
+    return _sketch, "native"
 
 
 _impl, IMPLEMENTATION = _load()

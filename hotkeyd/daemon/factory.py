@@ -10,7 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from hotkeyd.clock import Clock
-from hotkeyd.config import Settings
+from hotkeyd.daemon.config import Settings
 from hotkeyd.errors import ConfigError
 from hotkeyd.metrics import Metrics
 from hotkeyd.sources.base import Source
@@ -39,8 +39,8 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
                 )
             )
         elif scheme in ("kafka", "kafkas", "kafka+ssl"):
-            from hotkeyd.kafkaconf import parse_kafka_url
-            from hotkeyd.sources.kafka import KafkaSource
+            from hotkeyd.conn.kafka import parse_kafka_url
+            from hotkeyd.sources.kafka.source import KafkaSource
 
             sources.append(
                 KafkaSource(
@@ -58,7 +58,7 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
                 "or redis-monitor://host:port"
             )
     if monitor_urls:
-        from hotkeyd.sources.monitor import MonitorSource
+        from hotkeyd.sources.monitor.source import MonitorSource
 
         sources.append(
             MonitorSource(monitor_urls, duty=settings.monitor_duty, metrics=metrics, clock=clock)

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hotkeyd.clock import Clock
+from hotkeyd.conn.kafka import KafkaSettings, check_reachable, kafka_python
 from hotkeyd.formats import RecordLike
-from hotkeyd.kafkaconf import KafkaSettings, check_reachable, kafka_python
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
 

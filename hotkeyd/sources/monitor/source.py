@@ -30,12 +30,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
+from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.errors import ConfigError, MonitorError
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.sources.base import Batch
-from hotkeyd.sources.monitor_conn import (
+from hotkeyd.sources.monitor.conn import (
     MonitorTarget,
     RespConnection,
     RespError,
@@ -47,7 +47,7 @@ from hotkeyd.sources.monitor_conn import (
     perm_error,
     unreachable,
 )
-from hotkeyd.sources.monitor_tap import Tap
+from hotkeyd.sources.monitor.tap import Tap
 
 __all__ = ["MonitorSource", "parse_monitor_url"]
 

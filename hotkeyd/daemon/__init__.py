@@ -1,0 +1,1 @@
+"""The running daemon: settings, source wiring, the service loop, HTTP and metrics."""
