@@ -9,6 +9,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 BIN := $(VENV)/bin
+# Tools installed in the venv (hadolint, console scripts) are found by the tests too.
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: venv install install-dev servers test lint format bench run fuzz clean
 
