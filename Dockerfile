@@ -11,6 +11,7 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY native ./native
 COPY hotkeyd ./hotkeyd
+COPY spec ./spec
 ENV HOTKEYD_REQUIRE_NATIVE=1
 RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
  && pip install --no-cache-dir --no-index --find-links /wheels /wheels/hotkeyd-*.whl \

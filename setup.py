@@ -8,10 +8,12 @@ instead of silently falling back.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 REQUIRE_NATIVE = os.environ.get("HOTKEYD_REQUIRE_NATIVE", "") not in ("", "0")
 
@@ -27,7 +29,9 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:  # pragma: no cover - depends on the machine
             if REQUIRE_NATIVE:
                 raise
-            print(f"WARNING: native build failed ({exc}); using the pure-Python twin", file=sys.stderr)
+            print(
+                f"WARNING: native build failed ({exc}); using the pure-Python twin", file=sys.stderr
+            )
 
     def build_extension(self, ext: Extension) -> None:
         try:
@@ -36,6 +40,27 @@ class OptionalBuildExt(build_ext):
             if REQUIRE_NATIVE:
                 raise
             print(f"WARNING: building {ext.name} failed ({exc})", file=sys.stderr)
+
+
+class BuildPyWithSpec(build_py):
+    """Ship the language-neutral contract (spec/schema, spec/lua) as hotkeyd/spec/.
+
+    spec/ at the repository root is the single source (other clients read it too);
+    the wheel carries a copy that hotkeyd.contract finds at runtime. Editable installs
+    and checkouts read spec/ in place.
+    """
+
+    def run(self) -> None:
+        super().run()
+        for kind in ("schema", "lua"):
+            src = os.path.join("spec", kind)
+            if not os.path.isdir(src):
+                continue
+            dst = os.path.join(self.build_lib, "hotkeyd", "spec", kind)
+            os.makedirs(dst, exist_ok=True)
+            for name in sorted(os.listdir(src)):
+                if name.endswith((".json", ".lua")):
+                    shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
 
 
 def _sources(*names: str) -> list[str]:
@@ -62,4 +87,6 @@ if os.path.exists(os.path.join("native", "_monitormodule.c")):
         )
     )
 
-setup(ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt})
+setup(
+    ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithSpec}
+)

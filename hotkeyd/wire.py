@@ -22,7 +22,7 @@ One JSON object per tick that has changes is published on the events channel
 The snapshot of instance ``I`` is a JSON string at ``<ns>:snapshot:<I>`` (same shape as
 a message with ``full: true``, plus ``top``: the top keys by rate) with a TTL refreshed by
 the heartbeat; ``<ns>:instances`` is a sorted set of instance ids scored by last heartbeat.
-The JSON Schema is shipped as ``hotkeyd/schema/notification-v1.json``.
+The JSON Schemas are ``spec/schema/*.json`` (shipped; see :mod:`hotkeyd.contract`).
 """
 
 from __future__ import annotations

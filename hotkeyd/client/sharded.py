@@ -24,45 +24,13 @@ import mmh3
 import redis
 
 from hotkeyd.client._util import key_bytes
+from hotkeyd.contract import lua
 
 __all__ = ["ShardedCounter"]
 
 _SEED = 0x5EED  # fixed: every process must route an id to the same shard
 
-# KEYS = all shard keys; ARGV[1] = first shard index (0-based), ARGV[2] = amount.
-# Returns the total left after taking, or -1 (nothing taken) if the total is short.
-_TAKE_ALL = """
-local amount = tonumber(ARGV[2])
-local n = #KEYS
-local vals = redis.call('MGET', unpack(KEYS))
-local total = 0
-for i = 1, n do
-  local v = tonumber(vals[i]) or 0
-  if v > 0 then total = total + v end
-end
-if total < amount then return -1 end
-local need = amount
-local first = tonumber(ARGV[1])
-for j = 0, n - 1 do
-  local i = ((first + j) % n) + 1
-  local v = tonumber(vals[i]) or 0
-  if v > 0 then
-    local t = math.min(v, need)
-    redis.call('DECRBY', KEYS[i], t)
-    need = need - t
-    if need == 0 then break end
-  end
-end
-return total - amount
-"""
-
-# One shard: take ARGV[1] if that much remains; returns what is left there, or -1.
-_TAKE_ONE = """
-local v = tonumber(redis.call('GET', KEYS[1])) or 0
-local amount = tonumber(ARGV[1])
-if v < amount then return -1 end
-return redis.call('DECRBY', KEYS[1], amount)
-"""
+# The scripts are shared with every client language: spec/lua/sharded_take_*.lua.
 
 
 class ShardedCounter:
@@ -86,8 +54,8 @@ class ShardedCounter:
         self.shards = shards
         self.hash_tag = hash_tag
         self.keys = [f"{{{key}}}:{i}" if hash_tag else f"{key}:shard:{i}" for i in range(shards)]
-        self._take_all = client.register_script(_TAKE_ALL)
-        self._take_one = client.register_script(_TAKE_ONE)
+        self._take_all = client.register_script(lua("sharded_take_all.lua"))
+        self._take_one = client.register_script(lua("sharded_take_one.lua"))
 
     def shard_of(self, caller_id: Any) -> int:
         """Shard index of ``caller_id`` (stable across processes and hosts)."""

@@ -76,6 +76,21 @@ def test_wheel_installs_into_clean_venv_and_serves_health(tmp_path: Path) -> Non
     )
     assert out.stdout.strip() == "native"
 
+    # The contract (spec/schema, spec/lua) ships inside the wheel and is read from there.
+    out = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "from hotkeyd import contract as c; c.schema('notification-v1.json');"
+            " c.lua('sharded_take_all.lua'); print(c.spec_dir())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert str(venv_dir) in out.stdout and out.stdout.strip().endswith("hotkeyd/spec"), out.stdout
+
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True, cwd=tmp_path)
     assert version.returncode == 0 and "hotkeyd" in version.stdout
 

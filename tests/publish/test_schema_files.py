@@ -9,17 +9,26 @@ from typing import Any
 
 import pytest
 
-import hotkeyd
+from hotkeyd import contract
 from hotkeyd.clock import ManualClock
 from hotkeyd.publish import MemoryPublisher
 from hotkeyd.wire import CoolEntry, HotEntry, Message
 
-SCHEMA_DIR = Path(hotkeyd.__file__).parent / "schema"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "spec" / "schema"
 HAVE_JSONSCHEMA = importlib.util.find_spec("jsonschema") is not None
 
 
 def load(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / name).read_text())
+    return contract.schema(name)
+
+
+def test_the_package_reads_the_one_source_in_spec() -> None:
+    names = sorted(p.name for p in SCHEMA_DIR.glob("*.json"))
+    assert {"notification-v1.json", "snapshot-v1.json", "invalidation-v1.json"} <= set(names)
+    for name in names:
+        assert contract.schema(name) == json.loads((SCHEMA_DIR / name).read_text())
+    with pytest.raises(contract.ContractError):
+        contract.schema("../pyproject.toml")
 
 
 def real_messages() -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -48,7 +57,7 @@ def real_messages() -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def test_schemas_are_valid_draft_2020_12() -> None:
-    for name in ("notification-v1.json", "snapshot-v1.json"):
+    for name in sorted(p.name for p in SCHEMA_DIR.glob("*.json")):
         schema = load(name)
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
         if HAVE_JSONSCHEMA:

@@ -1,0 +1,257 @@
+"""The conformance vectors in spec/vectors/ run against the Python client.
+
+Every client language runs the same files (spec/README.md describes them); a vector
+that fails here is a bug in the Python client or in the vector.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hotkeyd.client._util import key_bytes
+from hotkeyd.client.hotset import HotSet
+from hotkeyd.client.invalidation import decode_invalidation, encode_invalidation
+from hotkeyd.client.reporter import partition_for
+from hotkeyd.client.sharded import ShardedCounter
+from hotkeyd.client.subscriber import SubscriberCore
+from hotkeyd.clock import ManualClock
+from hotkeyd.wire import Message, WireError, decode_key, encode_key
+
+VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
+
+
+def load(name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads((VECTORS / name).read_text(encoding="utf-8"))
+    return obj
+
+
+def ident(entry: dict[str, Any]) -> tuple[bytes, int]:
+    return decode_key(entry), int(entry.get("db", 0))
+
+
+# ------------------------------------------------------------------ hot set
+class Driver:
+    """A client fed by a vector: SubscriberCore + HotSet on a manual clock.
+
+    ``store`` plays Redis: the snapshot each instance keeps. A gap reads from it, as
+    Subscriber.resync does from Redis.
+    """
+
+    def __init__(self, start_ms: int) -> None:
+        self.clock = ManualClock(start=start_ms / 1000.0)
+        self.hot_events: list[bytes] = []
+        self.cool_events: list[bytes] = []
+        hs = HotSet(
+            self.clock,
+            on_hot=lambda e: self.hot_events.append(e.key),
+            on_cool=self.cool_events.append,
+        )
+        self.core = SubscriberCore(hs, clock=self.clock)
+        self.store: dict[str, Message] = {}
+
+    def step(self, step: dict[str, Any]) -> str | None:
+        op = step["op"]
+        if op == "snapshot":
+            msg = Message.loads(json.dumps(step["data"]))
+            self.store[msg.instance] = msg
+            return None
+        if op == "bootstrap":
+            self.core.on_subscribed()
+            self.core.apply_snapshots(list(self.store.values()))
+            return None
+        if op == "advance":
+            self.clock.advance(step["ms"] / 1000.0)
+            self.core.hotset.expire()
+            return None
+        assert op == "message", op
+        raw = step["raw"] if "raw" in step else json.dumps(step["data"])
+        before = (self.core.stats.applied, self.core.stats.stale)
+        msg = self.core.parse(raw.encode("utf-8"))
+        if msg is None:
+            return "bad"
+        if self.core.on_event(msg):
+            snap = self.store.get(msg.instance)
+            self.core.after_resync(msg, [snap] if snap is not None else [])
+            return "resynced"
+        return "applied" if self.core.stats.applied > before[0] else "stale"
+
+    def hot(self) -> set[tuple[bytes, int]]:
+        now = self.clock.monotonic()
+        hs = self.core.hotset
+        return {(k, it.entry.db) for k, it in list(hs.items.items()) if it.expires > now}
+
+
+HOTSET = load("hotset.json")
+
+
+@pytest.mark.parametrize("case", HOTSET["cases"], ids=[c["name"] for c in HOTSET["cases"]])
+def test_hotset_vector(case: dict[str, Any]) -> None:
+    d = Driver(HOTSET["start_ms"])
+    for i, step in enumerate(case["steps"]):
+        d.hot_events.clear()
+        d.cool_events.clear()
+        where = f"{case['name']} step {i} ({step['op']})"
+        outcome = d.step(step)
+        if "outcome" in step:
+            assert outcome == step["outcome"], where
+        if "hot" in step:
+            assert d.hot() == {ident(e) for e in step["hot"]}, where
+        if "became_hot" in step:
+            assert sorted(d.hot_events) == sorted(decode_key(e) for e in step["became_hot"]), where
+        if "cooled" in step:
+            assert sorted(d.cool_events) == sorted(decode_key(e) for e in step["cooled"]), where
+
+
+# ------------------------------------------------------------------- keys
+KEYS = load("keys.json")
+
+
+def _native(inp: dict[str, Any]) -> Any:
+    if inp["type"] == "bytes":
+        return bytes.fromhex(inp["hex"])
+    return inp["value"]
+
+
+@pytest.mark.parametrize("case", KEYS["encode"], ids=[c["name"] for c in KEYS["encode"]])
+def test_key_encoding_vector(case: dict[str, Any]) -> None:
+    value = _native(case["input"])
+    if case.get("error") == "type":
+        with pytest.raises(TypeError):
+            key_bytes(value)
+        return
+    if case.get("error") == "value":
+        with pytest.raises(ValueError):
+            key_bytes(value)
+        return
+    kb = key_bytes(value)
+    assert kb == bytes.fromhex(case["bytes_hex"])
+    assert encode_key(kb) == case["wire"]
+    assert decode_key(case["wire"]) == kb
+
+
+@pytest.mark.parametrize("case", KEYS["decode"], ids=[c["name"] for c in KEYS["decode"]])
+def test_key_decoding_vector(case: dict[str, Any]) -> None:
+    if case.get("error"):
+        with pytest.raises(WireError):
+            decode_key(case["wire"])
+    else:
+        assert decode_key(case["wire"]) == bytes.fromhex(case["bytes_hex"])
+
+
+# -------------------------------------------------------------- partitions
+PARTITION = load("partition.json")
+
+
+def test_reporter_partition_vectors() -> None:
+    for case in PARTITION["reporter"]["cases"]:
+        key = decode_key(case)
+        for parts, expected in case["partition"].items():
+            assert partition_for(key, int(parts)) == expected, (case["key"], parts)
+
+
+def test_sharded_counter_shard_vectors() -> None:
+    for case in PARTITION["sharded"]["cases"]:
+        key = decode_key(case)
+        for shards, expected in case["shard"].items():
+            counter = ShardedCounter.__new__(ShardedCounter)  # routing only: no Redis needed
+            counter.shards = int(shards)
+            assert counter.shard_of(key) == expected, (case["key"], shards)
+
+
+# ------------------------------------------------------------ invalidation
+INVALIDATION = load("invalidation.json")
+
+
+@pytest.mark.parametrize(
+    "case", INVALIDATION["decode"], ids=[c["name"] for c in INVALIDATION["decode"]]
+)
+def test_invalidation_decode_vector(case: dict[str, Any]) -> None:
+    payload = case["payload"].encode("utf-8")
+    if case.get("error"):
+        with pytest.raises(WireError):
+            decode_invalidation(payload)
+        return
+    origin, keys = decode_invalidation(payload)
+    assert origin == case["origin"]
+    assert keys == [decode_key(e) for e in case["drops"]]
+
+
+@pytest.mark.parametrize(
+    "case", INVALIDATION["encode"], ids=[c["name"] for c in INVALIDATION["encode"]]
+)
+def test_invalidation_encode_vector(case: dict[str, Any]) -> None:
+    keys = [bytes.fromhex(h) for h in case["keys_hex"]]
+    assert json.loads(encode_invalidation(case["origin"], keys)) == case["json"]
+
+
+# ------------------------------------------------------------ the schemas
+DEMAND = load("demand.json")
+
+
+def test_vectors_follow_the_schemas() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from hotkeyd import contract
+
+    notif = jsonschema.Draft202012Validator(contract.schema("notification-v1.json"))
+    snap = jsonschema.Draft202012Validator(contract.schema("snapshot-v1.json"))
+    inval = jsonschema.Draft202012Validator(contract.schema("invalidation-v1.json"))
+    demand = jsonschema.Draft202012Validator(contract.schema("demand-v1.json"))
+    for case in HOTSET["cases"]:
+        for step in case["steps"]:
+            if step["op"] == "snapshot":
+                snap.validate(step["data"])
+            elif "data" in step:
+                assert notif.is_valid(step["data"]) == (step["outcome"] != "bad"), step
+    for case in INVALIDATION["decode"]:
+        try:
+            obj = json.loads(case["payload"])
+        except ValueError:
+            assert case.get("error")
+            continue
+        assert inval.is_valid(obj) == (not case.get("error")), case["name"]
+    for case in INVALIDATION["encode"]:
+        inval.validate(case["json"])
+    for case in DEMAND["cases"]:
+        seqs = iter(case["seqs"])
+        for msg in case["messages"].values():
+            demand.validate({**msg, "seq": next(seqs)})
+
+
+def test_demand_vectors_are_consistent() -> None:
+    """Until every client encodes demand: the expected messages follow from the reads."""
+    for case in DEMAND["cases"]:
+        per: dict[str, dict[tuple[bytes, int], int]] = {}
+        for r in case["reads"]:
+            k = (bytes.fromhex(r["key_hex"]), r["db"])
+            per.setdefault(r["instance"], {})[k] = per.get(r["instance"], {}).get(k, 0) + r["n"]
+        assert set(per) == set(case["messages"]), case["name"]
+        assert len(case["seqs"]) == len(per)
+        for inst, counts in per.items():
+            msg = case["messages"][inst]
+            got = {ident(e): e["n"] for e in msg["entries"]}
+            assert len(msg["entries"]) <= 1000
+            assert all(1 <= n <= 2**32 - 1 for n in got.values())
+            assert set(got) <= set(counts)
+            dropped = sum(counts.values()) - sum(got.values())
+            assert dropped == case["dropped"][inst], case["name"]
+            if got and len(got) < len(counts):
+                assert min(got.values()) >= max(counts[k] for k in counts if k not in got)
+            for e in msg["entries"]:
+                assert e == {
+                    **encode_key(ident(e)[0]),
+                    **({"db": e["db"]} if "db" in e else {}),
+                    "n": e["n"],
+                }
+            assert msg["app"] == case["app"] and msg["ts"] == case["ts"]
+
+
+def test_base64_in_vectors_is_standard_padded() -> None:
+    for case in KEYS["decode"]:
+        w = case["wire"]
+        if w.get("enc") == "base64" and not case.get("error"):
+            assert base64.b64encode(base64.b64decode(w["key"])).decode() == w["key"]
