@@ -12,9 +12,11 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from hotkeyd.conn.urls import redact_any_url
+from hotkeyd.detector.config import DetectorConfig, same_setting
 from hotkeyd.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -22,39 +24,78 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Settings", "load_config_file"]
+__all__ = ["Settings", "load_config_file", "option"]
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    flags: tuple[str, ...] = (),
+    env: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    multiple: bool = False,
+) -> Any:
+    """Declare a daemon setting once; the CLI derives its option from this.
+
+    ``flags`` default to ``--<name-with-dashes>``, ``env`` to ``HOTKEYD_<NAME>``.
+    """
+    meta = {"help": help, "flags": flags, "env": env, "choices": choices, "multiple": multiple}
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything ``hotkeyd run`` needs; see ``hotkeyd run --help`` for each option.
 
-    Attributes mirror the CLI options one to one (``--max-hot`` is ``max_hot``).
+    Attributes mirror the CLI options one to one (``--max-hot`` is ``max_hot``). The
+    detector's settings (window ... max_key_len) are declared, with their bounds, once
+    in :class:`~hotkeyd.detector.config.DetectorConfig`; :attr:`detector` builds it.
     """
 
-    sources: tuple[str, ...] = ("-",)
-    input_format: str = "keys"  # keys | counted (stdin and files)
-    follow: bool = False
-    redis_url: str | None = None
-    namespace: str = "hotkeyd"
-    channel: str | None = None
-    instance: str | None = None
-    rules: str | None = None
-    window: float = 1.0
-    tick: float = 0.1
-    hysteresis: float = 0.8
-    max_hot: int = 1000
-    k: int = 200
-    memory: int = 1 << 20
-    sketch: str = "heavykeeper"
-    max_key_len: int = 1024
-    http_host: str = "127.0.0.1"
-    http_port: int | None = 9108  # None disables the HTTP endpoint
-    heartbeat: float = 1.0
-    shutdown_timeout: float = 5.0
-    monitor_duty: float = 1.0
-    log_level: str = "INFO"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    sources: tuple[str, ...] = option(
+        ("-",),
+        "Where key accesses come from; repeatable. '-' is stdin, a path is a file, "
+        "kafka://host:9092/topic1,topic2?group=hotkeyd&format=lines is a Kafka consumer group, "
+        "redis-monitor://[user:pass@]host:6379 taps a Redis server with MONITOR. "
+        "In the env var, separate several sources with spaces.",
+        flags=("--source", "-s"),
+        env="SOURCE",
+        multiple=True,
+    )
+    input_format: str = option(
+        "keys",
+        "stdin/file lines: one key per line, or 'key<TAB>count'.",
+        choices=("keys", "counted"),
+    )
+    follow: bool = option(False, "Tail a growing file (tail -F).")
+    redis_url: str | None = option(
+        None,
+        "Publish to Redis: redis://[user:pass@]host:6379/0 or rediss:// for TLS. "
+        "Without it, events go to stdout as JSON lines.",
+    )
+    namespace: str = option("hotkeyd", "Prefix of every Redis name.")
+    channel: str | None = option(None, "Events channel [default: <namespace>:events].")
+    instance: str | None = option(None, "Instance id [default: host-pid-random].")
+    rules: str | None = option(None, "Rules TOML file (SIGHUP reloads).")
+    window: float = same_setting("window")
+    tick: float = same_setting("tick")
+    hysteresis: float = same_setting("hysteresis")
+    max_hot: int = same_setting("max_hot")
+    k: int = same_setting("k")
+    memory: int = same_setting("memory")
+    sketch: str = same_setting("sketch")
+    max_key_len: int = same_setting("max_key_len")
+    http_host: str = option("127.0.0.1", "Bind address of /metrics, /healthz, /topk.")
+    http_port: int | None = option(
+        9108, "HTTP port; 0 picks a free one (--no-http: no endpoint)."
+    )  # None disables the HTTP endpoint
+    heartbeat: float = option(1.0, "Snapshot refresh interval, seconds.")
+    shutdown_timeout: float = option(5.0, "Flush deadline on SIGTERM.")
+    monitor_duty: float = option(1.0, "MONITOR duty cycle in (0, 1].")
+    log_level: str = option(
+        "INFO", "Log verbosity (logs go to stderr).", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+    )
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str, value: Any) -> ConfigError:
@@ -64,22 +105,7 @@ class Settings:
             raise ConfigError("sources: at least one source is required")
         if self.input_format not in ("keys", "counted"):
             raise bad("input_format", "must be 'keys' or 'counted'", self.input_format)
-        if not self.window > 0:
-            raise bad("window", "must be > 0 seconds", self.window)
-        if not 0 < self.tick <= self.window:
-            raise bad("tick", "must be > 0 and <= window", self.tick)
-        if not 0 < self.hysteresis <= 1:
-            raise bad("hysteresis", "must be in (0, 1]", self.hysteresis)
-        if self.max_hot < 1:
-            raise bad("max_hot", "must be >= 1", self.max_hot)
-        if self.k < 1:
-            raise bad("k", "must be >= 1", self.k)
-        if self.memory < 4096:
-            raise bad("memory", "must be >= 4096 bytes", self.memory)
-        if self.sketch not in ("heavykeeper", "countmin"):
-            raise bad("sketch", "must be 'heavykeeper' or 'countmin'", self.sketch)
-        if not 1 <= self.max_key_len <= 1 << 20:
-            raise bad("max_key_len", "must be in [1, 1048576]", self.max_key_len)
+        self.detector  # noqa: B018 - validates the detector settings
         if self.http_port is not None and not 0 <= self.http_port <= 65535:
             raise bad("http_port", "must be in [0, 65535]", self.http_port)
         if not self.heartbeat > 0:
@@ -88,20 +114,50 @@ class Settings:
             raise bad("shutdown_timeout", "must be > 0 seconds", self.shutdown_timeout)
         if not 0 < self.monitor_duty <= 1:
             raise bad("monitor_duty", "must be in (0, 1]", self.monitor_duty)
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise bad("log_level", "must be DEBUG, INFO, WARNING or ERROR", self.log_level)
+
+    @property
+    def detector(self) -> DetectorConfig:
+        """The detector's part of these settings."""
+        return DetectorConfig(
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name in _DETECTOR}
+        )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
-        """Build settings from a plain mapping (config file, tests); unknown keys are errors."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
+        """Build settings from option values (CLI, config file, tests); unknown keys are errors.
+
+        Besides the field names, ``source`` (the CLI's name for ``sources``) and
+        ``no_http = true`` (``http_port = None``) are accepted.
+        """
+        kw = dict(values)
+        if "source" in kw:
+            kw["sources"] = kw.pop("source")
+        if kw.pop("no_http", False):
+            kw["http_port"] = None
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(kw) - names)
         if unknown:
             raise ConfigError(f"unknown setting(s): {', '.join(unknown)}")
-        kw = dict(values)
-        if "sources" in kw and isinstance(kw["sources"], str):
+        if isinstance(kw.get("sources"), str):
             kw["sources"] = (kw["sources"],)
         if "sources" in kw:
             kw["sources"] = tuple(kw["sources"])
+        if isinstance(kw.get("log_level"), str):
+            kw["log_level"] = kw["log_level"].upper()
         return cls(**kw)
+
+    def redacted(self) -> dict[str, Any]:
+        """These settings as a JSON-ready dict, passwords in URLs masked (``--print-config``)."""
+        shown = dataclasses.asdict(self)
+        shown["sources"] = [redact_any_url(u) for u in self.sources]
+        if self.redis_url:
+            shown["redis_url"] = redact_any_url(self.redis_url)
+        return shown
+
+
+_DETECTOR = {f.name for f in fields(DetectorConfig)}
 
 
 def load_config_file(path: str) -> dict[str, Any]:

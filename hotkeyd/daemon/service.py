@@ -25,7 +25,7 @@ from typing import IO, Any
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import make_sources
-from hotkeyd.detector import Detector, DetectorConfig
+from hotkeyd.detector import Detector
 from hotkeyd.detector.rules import RuleSet, load_rules
 from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
@@ -78,16 +78,7 @@ class Service:
         self.namespace = Namespace(prefix=settings.namespace, channel_override=settings.channel)
         self.rules: RuleSet = load_rules(settings.rules) if settings.rules else RuleSet.default()
         self.detector = Detector(
-            DetectorConfig(
-                window=settings.window,
-                tick=settings.tick,
-                hysteresis=settings.hysteresis,
-                max_hot=settings.max_hot,
-                k=settings.k,
-                memory=settings.memory,
-                sketch=settings.sketch,
-                max_key_len=settings.max_key_len,
-            ),
+            settings.detector,
             self.rules,
             self.clock,
             metrics=self.metrics,

@@ -3,15 +3,51 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from hotkeyd.errors import ConfigError
 from hotkeyd.wire import CoolEntry, HotEntry
 
-__all__ = ["DetectorConfig", "IngestResult", "RateEntry", "TickResult"]
+__all__ = [
+    "SKETCH_KINDS",
+    "DetectorConfig",
+    "IngestResult",
+    "RateEntry",
+    "TickResult",
+    "same_setting",
+    "setting",
+]
 
 _MIN_SLOT_MEMORY = 1024
 _MAX_SUBWINDOWS = 1000
+SKETCH_KINDS = ("heavykeeper", "countmin")
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """Declare a setting once: default, help text and bounds.
+
+    :class:`DetectorConfig` validates against the bounds, and the daemon's
+    :class:`~hotkeyd.daemon.config.Settings` and the CLI options are derived from the
+    same declaration (:func:`same_setting`), so they cannot drift apart.
+    """
+    meta = {"help": help, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices}
+    return field(default=default, metadata=meta)
+
+
+def same_setting(name: str) -> Any:
+    """A dataclass field declared like ``DetectorConfig.<name>`` (for Settings)."""
+    f = DetectorConfig.__dataclass_fields__[name]
+    return field(default=f.default, metadata=f.metadata)
 
 
 @dataclass(frozen=True)
@@ -28,39 +64,36 @@ class DetectorConfig:
         max_hot: most keys hot at once; the highest rates win.
         k: candidates kept per sub-window sketch (top-k size).
         memory: bytes for all read sub-window sketches together (a write ring of a
-            quarter of that is added once a source reports writes).
+            quarter of that is added once a source reports writes); at least
+            1 KiB per sub-window plus one.
         sketch: sketch kind for ``hotkeyd.sketch.new_sketch``.
         seed: sketch hash seed.
         max_key_len: longest key in bytes; longer ones are counted as oversized.
         top_n: default number of entries of :meth:`Detector.top`.
     """
 
-    window: float = 1.0
-    tick: float = 0.1
-    hysteresis: float = 0.8
-    max_hot: int = 1000
-    k: int = 200
-    memory: int = 1 << 20
-    sketch: str = "heavykeeper"
-    seed: int = 0
-    max_key_len: int = 1024
-    top_n: int = 100
+    window: float = setting(1.0, "Sliding window for rates, seconds.", lo=0.01, hi=3600)
+    tick: float = setting(
+        0.1, "How often rates are re-evaluated, seconds (divides --window).", lo=0.001, hi=3600
+    )
+    hysteresis: float = setting(
+        0.8, "A key cools below threshold x this.", lo=0.0, hi=1.0, lo_open=True
+    )
+    max_hot: int = setting(1000, "Cap on keys hot at once; highest rates win.", lo=1, hi=1_000_000)
+    k: int = setting(200, "Candidate keys tracked per sub-window.", lo=1, hi=1_000_000)
+    memory: int = setting(
+        1 << 20, "Sketch memory budget, bytes (all sub-windows).", lo=_MIN_SLOT_MEMORY, hi=1 << 36
+    )
+    sketch: str = setting("heavykeeper", "Top-K sketch algorithm.", choices=SKETCH_KINDS)
+    seed: int = setting(0, "Sketch hash seed.", lo=0, hi=(1 << 64) - 1)
+    max_key_len: int = setting(1024, "Longer keys are rejected and counted.", lo=1, hi=1 << 20)
+    top_n: int = setting(100, "Entries of the top-keys view.", lo=1, hi=1_000_000)
 
     def __post_init__(self) -> None:
-        def num(name: str, v: object) -> float:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ConfigError(f"detector {name} must be a finite number, got {v!r}")
-            return float(v)
-
-        def integer(name: str, v: object, lo: int, hi: int) -> None:
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ConfigError(f"detector {name} must be an integer in [{lo}, {hi}], got {v!r}")
-
-        window = num("window", self.window)
-        tick = num("tick", self.tick)
-        if not 0.01 <= window <= 3600:
-            raise ConfigError(f"detector window must be in [0.01, 3600] seconds, got {window!r}")
-        if not 0.001 <= tick <= window:
+        for f in fields(self):
+            _check(f.name, getattr(self, f.name), f.default, f.metadata)
+        window, tick = float(self.window), float(self.tick)
+        if tick > window:
             raise ConfigError(
                 f"detector tick must be in [0.001, window={window:g}] seconds, got {tick!r}"
             )
@@ -70,23 +103,38 @@ class DetectorConfig:
                 f"detector window ({window:g}s) must be a whole multiple of tick ({tick:g}s), "
                 f"at most {_MAX_SUBWINDOWS} ticks"
             )
-        h = num("hysteresis", self.hysteresis)
-        if not 0.0 < h <= 1.0:
-            raise ConfigError(f"detector hysteresis must be in (0, 1], got {h!r}")
-        integer("max_hot", self.max_hot, 1, 1_000_000)
-        integer("k", self.k, 1, 1_000_000)
-        integer("seed", self.seed, 0, (1 << 64) - 1)
-        integer("max_key_len", self.max_key_len, 1, 1 << 20)
-        integer("top_n", self.top_n, 1, 1_000_000)
-        slots = self.subwindows + 1
-        integer("memory", self.memory, _MIN_SLOT_MEMORY * slots, 1 << 36)
-        if not isinstance(self.sketch, str) or not self.sketch:
-            raise ConfigError(f"detector sketch must be a sketch kind name, got {self.sketch!r}")
+        least = _MIN_SLOT_MEMORY * (self.subwindows + 1)
+        if self.memory < least:
+            raise ConfigError(
+                f"detector memory must be >= {least} bytes for {self.subwindows} sub-windows "
+                f"(1 KiB each plus one), got {self.memory!r}"
+            )
 
     @property
     def subwindows(self) -> int:
         """Closed sub-windows a rate sums over (``window / tick``)."""
         return round(self.window / self.tick)
+
+
+def _check(name: str, v: object, default: object, meta: Mapping[str, Any]) -> None:
+    """Type and bounds of one declared setting; a :class:`ConfigError` names it."""
+    choices = meta.get("choices")
+    if choices is not None:
+        if v not in choices:
+            raise ConfigError(f"detector {name} must be one of {', '.join(choices)}, got {v!r}")
+        return
+    lo, hi = meta["lo"], meta["hi"]
+    assert lo is not None and hi is not None, name
+    if isinstance(default, int):
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise ConfigError(f"detector {name} must be an integer in [{lo}, {hi}], got {v!r}")
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"detector {name} must be a finite number, got {v!r}")
+    low_ok = v > lo if meta.get("lo_open") else v >= lo
+    if not (low_ok and v <= hi):
+        left = "(" if meta.get("lo_open") else "["
+        raise ConfigError(f"detector {name} must be in {left}{lo:g}, {hi:g}], got {v!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ def test_run_help_names_every_env_var() -> None:
 
 def test_precedence_flag_over_env_over_file_over_default(tmp_path: Path) -> None:
     conf = tmp_path / "hotkeyd.toml"
-    conf.write_text("max_hot = 11\nwindow = 3.0\ntick = 0.3\nnamespace = 'fromfile'\n")
+    conf.write_text("max_hot = 11\nwindow = 3.0\ntick = 0.25\nnamespace = 'fromfile'\n")
     code, out, err = _run(
         "run",
         "--config",
@@ -56,7 +56,7 @@ def test_precedence_flag_over_env_over_file_over_default(tmp_path: Path) -> None
     cfg = json.loads(out)
     assert cfg["max_hot"] == 33  # flag beats env and file
     assert cfg["window"] == 2.0  # env beats file
-    assert cfg["tick"] == 0.3  # file beats default
+    assert cfg["tick"] == 0.25  # file beats default
     assert cfg["namespace"] == "fromfile"
     assert cfg["hysteresis"] == 0.8  # default
 
