@@ -29,6 +29,7 @@ __all__ = [
     "RespConnection",
     "RespError",
     "Unreachable",
+    "authenticate",
     "encode_command",
     "is_perm",
     "not_ready",
@@ -301,3 +302,21 @@ def not_ready(exc: Exception) -> bool:
 
 def is_perm(exc: Exception) -> bool:
     return str(exc).startswith("NOPERM")
+
+
+def authenticate(conn: RespConnection, target: MonitorTarget) -> None:
+    """AUTH on ``conn`` with ``target``'s credentials (nothing when it has no password).
+
+    Raises:
+        MonitorError: the server rejected the credentials.
+    """
+    r = target.redis
+    if r.password is None:
+        return
+    args = ("AUTH", r.username, r.password) if r.username else ("AUTH", r.password)
+    try:
+        conn.call(*args)
+    except RespError as exc:
+        raise MonitorError(
+            f"authentication as {r.username or 'default'!r} failed on {target.display}: {exc}"
+        ) from None

@@ -40,6 +40,7 @@ from hotkeyd.sources.monitor.conn import (
     RespConnection,
     RespError,
     Unreachable,
+    authenticate,
     is_perm,
     not_ready,
     parse_cluster_nodes,
@@ -47,7 +48,7 @@ from hotkeyd.sources.monitor.conn import (
     perm_error,
     unreachable,
 )
-from hotkeyd.sources.monitor.tap import Tap
+from hotkeyd.sources.monitor.tap import Tap, TapConfig, TapShared
 
 __all__ = ["MonitorSource", "parse_monitor_url"]
 
@@ -116,19 +117,23 @@ class MonitorSource:
         self.duty = float(duty)
         self.metrics = metrics
         self.clock: Clock = clock or SystemClock()
-        self.max_backlog_bytes = max_backlog_bytes
-        self.connect_timeout = connect_timeout
-        self.max_lag = max_lag
-        self.read_size = read_size
-        self.max_line = max_line
-        self.poll_interval = poll_interval
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
-        self.count_script_calls = count_script_calls
+        self.config = TapConfig(
+            duty=self.duty,
+            connect_timeout=connect_timeout,
+            max_backlog_bytes=max_backlog_bytes,
+            max_lag=max_lag,
+            max_pending_bytes=max_pending_bytes,
+            read_size=read_size,
+            max_line=max_line,
+            poll_interval=poll_interval,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
+            count_script_calls=count_script_calls,
+        )
         self.stop_event = threading.Event()
         self.ratelog = RateLimitedLog(logger, 10.0)
-        self.max_pending_bytes = max_pending_bytes
         self.cond = threading.Condition()
+        self.shared = TapShared(metrics, self.clock, self.ratelog, self.cond, self.late_discover)
         self.taps: list[Tap] = []
         self.cluster_refresh = cluster_refresh
         self._clusters: list[MonitorTarget] = []  # seeds that turned out to be clusters
@@ -153,13 +158,12 @@ class MonitorSource:
         """Primaries from CLUSTER NODES, or None when ``target`` is to be tapped alone."""
         if target.cluster == "no":
             return None
-        tap = Tap(self, target)
         try:
-            conn = RespConnection(target.redis, self.connect_timeout)
+            conn = RespConnection(target.redis, self.config.connect_timeout)
         except OSError as exc:
             raise unreachable(target, exc) from exc
         try:
-            tap._auth(conn)
+            authenticate(conn, target)
             try:
                 text = conn.call("CLUSTER", "NODES")
             except RespError as exc:
@@ -218,7 +222,7 @@ class MonitorSource:
                 if key in seen:
                     continue
                 seen.add(key)
-                tap = Tap(self, n, seed=seed)
+                tap = self._tap(n, seed)
                 taps.append(tap)
                 tap.discover = down and n.cluster != "no"
                 tap.failed_at_start = down
@@ -290,6 +294,9 @@ class MonitorSource:
             )
             self._refresher.start()
 
+    def _tap(self, target: MonitorTarget, seed: MonitorTarget | None) -> Tap:
+        return Tap(self.config, self.shared, target, seed=seed)
+
     @staticmethod
     def _spawn(tap: Tap) -> None:
         tap.thread = threading.Thread(
@@ -338,7 +345,7 @@ class MonitorSource:
                     gone.append(tap)
                     self._orphans.extend(tap.drain())
             tapped = {(t.target.redis.host, t.target.redis.port) for t in keep}
-            new = [Tap(self, t, seed=seed) for k, t in wanted.items() if k not in tapped]
+            new = [self._tap(t, seed) for k, t in wanted.items() if k not in tapped]
             self.taps = keep + new
         for tap in gone:
             logger.info("MONITOR: %s is no longer a primary; untapping it", tap.target.display)

@@ -9,30 +9,32 @@ counters, duty-cycles with MONITOR/RESET, and disconnects when it falls behind.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+from hotkeyd.backoff import Backoff
 from hotkeyd.batch import Batch
+from hotkeyd.clock import Clock
 from hotkeyd.errors import MonitorError, MonitorPermissionError
+from hotkeyd.metrics import Metrics
+from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sources.monitor.conn import (
     MonitorTarget,
     RespConnection,
     RespError,
     Unreachable,
+    authenticate,
     is_perm,
     not_ready,
     perm_error,
-    unreachable,
 )
 from hotkeyd.sources.monitor.keyspec import table_from_command_reply
 from hotkeyd.sources.monitor.parser import Parser
 
-if TYPE_CHECKING:
-    from hotkeyd.sources.monitor.source import MonitorSource
-
-__all__ = ["PERIOD", "Tap", "Unreachable", "is_perm", "perm_error", "unreachable"]
+__all__ = ["PERIOD", "Tap", "TapConfig", "TapShared"]
 
 logger = logging.getLogger("hotkeyd.sources.monitor.source")
 _SOURCE = "monitor"
@@ -47,16 +49,55 @@ class _Closed(ConnectionError):
     """The server closed the connection (restart, kill, timeout)."""
 
 
+@dataclass(frozen=True)
+class TapConfig:
+    """How every tap of a source reads (see :class:`~hotkeyd.sources.monitor.source.MonitorSource`)."""
+
+    duty: float = 1.0
+    connect_timeout: float = 5.0
+    max_backlog_bytes: int = 64 << 20
+    max_lag: float = 10.0
+    max_pending_bytes: int = 256 << 20
+    read_size: int = 1 << 20
+    max_line: int = 64 << 20
+    poll_interval: float = 0.5
+    backoff_initial: float = 0.1
+    backoff_max: float = 5.0
+    count_script_calls: bool = False
+
+
+@dataclass
+class TapShared:
+    """What the taps of one source share with it: where counts and reports go.
+
+    Attributes:
+        cond: guards every tap's pending counters; notified when counts arrive.
+        first_contact: called (from the tap's thread) before a tap whose seed was down
+            at start first connects, to learn whether the seed is a cluster node.
+    """
+
+    metrics: Metrics
+    clock: Clock
+    ratelog: RateLimitedLog
+    cond: threading.Condition
+    first_contact: Callable[[Tap], None]
+
+
 class Tap:
     """One server's MONITOR connection and its reader thread."""
 
     def __init__(
-        self, src: MonitorSource, target: MonitorTarget, seed: MonitorTarget | None = None
+        self,
+        cfg: TapConfig,
+        shared: TapShared,
+        target: MonitorTarget,
+        seed: MonitorTarget | None = None,
     ) -> None:
-        self.src = src
+        self.cfg = cfg
+        self.shared = shared
         self.target = target
         self.seed = seed  # the cluster seed URL this primary was discovered from
-        self.parser = Parser(skip_scripts=not src.count_script_calls, max_line=src.max_line)
+        self.parser = Parser(skip_scripts=not cfg.count_script_calls, max_line=cfg.max_line)
         self.conn: RespConnection | None = None
         self.ctl: RespConnection | None = None
         self.client_id: int | None = None
@@ -64,11 +105,11 @@ class Tap:
         self._table: Any = None
         self._use_reset = True
         self._lag_base = float("inf")
-        self._buf = bytearray(src.read_size)
+        self._buf = bytearray(cfg.read_size)
         self.lines = 0
         # (db, scale) -> (all accesses, writes): windows of different scale stay apart
         self.acc: dict[tuple[int, float], tuple[Counter[bytes], Counter[bytes]]] = {}
-        self._scale = 1.0 / src.duty
+        self._scale = 1.0 / cfg.duty
         self._win_start: float | None = None  # monotonic start of the current window
         self.acc_bytes = 0
         self.acc_ts = 0.0
@@ -87,18 +128,6 @@ class Tap:
                 raise perm_error(self.target, what, exc) from None
             raise
 
-    def _auth(self, conn: RespConnection) -> None:
-        r = self.target.redis
-        if r.password is None:
-            return
-        args = ("AUTH", r.username, r.password) if r.username else ("AUTH", r.password)
-        try:
-            conn.call(*args)
-        except RespError as exc:
-            raise MonitorError(
-                f"authentication as {r.username or 'default'!r} failed on {self.target.display}: {exc}"
-            ) from None
-
     def connect(self, fresh: bool = True) -> None:
         """Open the MONITOR connection (and the control one), ready to stream.
 
@@ -116,10 +145,10 @@ class Tap:
         self.ever_connected = True
 
     def _connect(self, fresh: bool) -> None:
-        src = self.src
-        conn = RespConnection(self.target.redis, src.connect_timeout)
+        src, cfg = self.shared, self.cfg
+        conn = RespConnection(self.target.redis, cfg.connect_timeout)
         self.conn = conn
-        self._auth(conn)
+        authenticate(conn, self.target)
         if fresh or self._table is None:  # the server may have been upgraded meanwhile
             try:
                 reply = self._call(conn, "command|info", "COMMAND", "INFO")
@@ -128,16 +157,16 @@ class Tap:
             self._table = table_from_command_reply(reply)
         # a new parser: no partial line left over from the previous connection
         self.parser = Parser(
-            self._table, skip_scripts=not src.count_script_calls, max_line=src.max_line
+            self._table, skip_scripts=not cfg.count_script_calls, max_line=cfg.max_line
         )
         skip = [conn.local_addr]
         self.client_id = None
-        if src.max_backlog_bytes > 0:
+        if cfg.max_backlog_bytes > 0:
             try:
                 self.client_id = int(conn.call("CLIENT", "ID"))
-                ctl = RespConnection(self.target.redis, src.connect_timeout)
+                ctl = RespConnection(self.target.redis, cfg.connect_timeout)
                 self.ctl = ctl
-                self._auth(ctl)
+                authenticate(ctl, self.target)
                 ctl.call("CLIENT", "LIST", "ID", self.client_id)
                 skip.append(ctl.local_addr)
             except RespError as exc:
@@ -160,8 +189,8 @@ class Tap:
     def _start_monitor(self) -> None:
         """Send MONITOR and wait for +OK (the stream starts right after)."""
         assert self.conn is not None
-        now = self.src.clock.monotonic()
-        duty = self.src.duty
+        now = self.shared.clock.monotonic()
+        duty = self.cfg.duty
         if duty < 1.0 and self._win_start is not None:
             # this window stands for the time since the previous one started
             self._scale = max(PERIOD, now - self._win_start) / (PERIOD * duty)
@@ -187,14 +216,14 @@ class Tap:
     # ----------------------------------------------------------- stream
     def _handle(self, res: tuple[Any, ...]) -> None:
         groups, replies, n_mon, _n_skip, n_bad, n_long, _n_unk, _ts0, ts1 = res
-        src = self.src
+        src, cfg = self.shared, self.cfg
         m = src.metrics
         if n_mon:
             self.lines += n_mon
             m.records.labels(source=_SOURCE).inc(n_mon)
             lag = src.clock.time() - ts1
             self._lag_base = min(self._lag_base, lag)
-            if lag - self._lag_base > src.max_lag:
+            if lag - self._lag_base > cfg.max_lag:
                 raise _Backlog(f"MONITOR lines arrive {lag - self._lag_base:.1f}s late")
         if n_bad:
             m.malformed.labels(source=_SOURCE, reason="malformed").inc(n_bad)
@@ -204,7 +233,7 @@ class Tap:
         if n_long:
             m.malformed.labels(source=_SOURCE, reason="too_long").inc(n_long)
             src.ratelog.warning(
-                "toolong", "%d MONITOR lines over %d bytes dropped", n_long, src.max_line
+                "toolong", "%d MONITOR lines over %d bytes dropped", n_long, cfg.max_line
             )
         for r in replies:
             if r.startswith(b"-"):
@@ -230,9 +259,9 @@ class Tap:
 
     def account(self, nbytes: int) -> None:
         """Count bytes read since the last drain; too many means the detector is behind."""
-        with self.src.cond:
+        with self.shared.cond:
             self.acc_bytes += nbytes
-            if self.acc_bytes > self.src.max_pending_bytes:
+            if self.acc_bytes > self.cfg.max_pending_bytes:
                 self.acc.clear()
                 self.acc_bytes = 0
                 raise _Backlog("the detector is not draining the tap (pending data over limit)")
@@ -265,17 +294,17 @@ class Tap:
         line = self.ctl.call("CLIENT", "LIST", "ID", self.client_id)
         fields = dict(f.split(b"=", 1) for f in bytes(line).split() if b"=" in f)
         omem = int(fields.get(b"omem", b"0"))
-        if omem > self.src.max_backlog_bytes:
+        if omem > self.cfg.max_backlog_bytes:
             raise _Backlog(f"its output buffer on the server is {omem} bytes")
 
     def _listen(self, until: float) -> None:
         """Read the stream until monotonic time ``until`` (inf: until stop)."""
-        src, conn = self.src, self.conn
+        src, cfg, conn = self.shared, self.cfg, self.conn
         assert conn is not None
         sock = conn.sock
         sock.settimeout(0.1)
         clock, stop = src.clock, self.stop_event
-        next_poll = clock.monotonic() + src.poll_interval
+        next_poll = clock.monotonic() + cfg.poll_interval
         view = memoryview(self._buf)
         while not stop.is_set():
             now = clock.monotonic()
@@ -283,7 +312,7 @@ class Tap:
                 return
             if now >= next_poll:
                 self._poll_backlog()
-                next_poll = now + src.poll_interval
+                next_poll = now + cfg.poll_interval
             if until - now < 0.1:  # end the window on time: its length sets the scale
                 sock.settimeout(max(0.001, until - now))
             try:
@@ -324,19 +353,19 @@ class Tap:
                     raise
                 self._use_reset = False  # Redis < 6.2: no RESET; reconnect each cycle
                 return self._pause()
-        self._auth(conn)  # RESET de-authenticates
+        authenticate(conn, self.target)  # RESET de-authenticates
         self._wait_next_window()
         if not self.stop_event.is_set():
             self._start_monitor()
 
     def _wait_next_window(self) -> None:
         """Sleep until the next point of the 1 s grid (at once when already late)."""
-        start = self._win_start if self._win_start is not None else self.src.clock.monotonic()
-        self.stop_event.wait(max(0.0, start + PERIOD - self.src.clock.monotonic()))
+        start = self._win_start if self._win_start is not None else self.shared.clock.monotonic()
+        self.stop_event.wait(max(0.0, start + PERIOD - self.shared.clock.monotonic()))
 
     def session(self) -> None:
         """Stream until stop or an error; duty-cycled when duty < 1."""
-        duty = self.src.duty
+        duty = self.cfg.duty
         while not self.stop_event.is_set():
             if duty >= 1.0 or self._win_start is None:
                 self._listen(float("inf"))
@@ -347,17 +376,16 @@ class Tap:
 
     # ----------------------------------------------------------- thread
     def run(self) -> None:
-        src, m = self.src, self.src.metrics
-        backoff = src.backoff_initial
+        src, m = self.shared, self.shared.metrics
+        backoff = Backoff(self.cfg.backoff_initial, self.cfg.backoff_max)
         if self.failed_at_start:  # start() just tried: back off before the first retry
-            self.stop_event.wait(backoff * (0.5 + random.random()))
-            backoff = min(backoff * 2, src.backoff_max)
+            self.stop_event.wait(backoff.next_delay())
         while not self.stop_event.is_set():
             before = self.lines
             try:
                 if self.conn is None:
                     if self.discover:  # first contact with a seed: cluster or not?
-                        src.late_discover(self)
+                        src.first_contact(self)
                         if self.stop_event.is_set():
                             break  # a cluster seed that is not a primary: others tap it
                     self.connect()
@@ -373,13 +401,12 @@ class Tap:
             m.monitor_disconnects.labels(reason=reason).inc()
             m.source_errors.labels(source=_SOURCE, kind=kind).inc()
             if self.lines > before:
-                backoff = src.backoff_initial  # it worked for a while: retry fast
-            self.stop_event.wait(backoff * (0.5 + random.random()))
-            backoff = min(backoff * 2, src.backoff_max)
+                backoff.reset()  # it worked for a while: retry fast
+            self.stop_event.wait(backoff.next_delay())
 
     def _classify(self, exc: Exception) -> tuple[str, str]:
         """(disconnect reason, source error kind) of a failure, logged at a limited rate."""
-        where, rl = self.target.display, self.src.ratelog
+        where, rl = self.target.display, self.shared.ratelog
         if isinstance(exc, _Backlog):
             logger.warning(
                 "MONITOR tap on %s is behind (%s): disconnecting to protect Redis", where, exc
