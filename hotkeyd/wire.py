@@ -226,3 +226,7 @@ class Namespace:
     @property
     def invalidate_channel(self) -> str:
         return f"{self.prefix}:invalidate"
+
+    def demand_channel(self, instance: str) -> str:
+        """Where apps report the demand they served locally to daemon ``instance``."""
+        return f"{self.prefix}:demand:{instance}"

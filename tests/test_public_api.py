@@ -10,7 +10,14 @@ import pytest
 import hotkeyd
 from hotkeyd import errors
 
-PUBLIC = ["hotkeyd", "hotkeyd.client", "hotkeyd.errors", "hotkeyd.wire", "hotkeyd.sketch"]
+PUBLIC = [
+    "hotkeyd",
+    "hotkeyd.client",
+    "hotkeyd.demand",
+    "hotkeyd.errors",
+    "hotkeyd.wire",
+    "hotkeyd.sketch",
+]
 
 
 @pytest.mark.parametrize("name", PUBLIC)

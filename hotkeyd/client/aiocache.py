@@ -4,7 +4,9 @@ Same behaviour on ``redis.asyncio``: cold keys pass through after one dict looku
 keys come from a bounded :class:`~hotkeyd.client.local.LocalCache`, refreshes are
 single-flight (followers await the leader's future, or take the stale copy within
 ``stale_for``), and writes publish an invalidation in the same round trip. It is fed
-by an :class:`~hotkeyd.client.aio.AsyncSubscriber` on the same event loop.
+by an :class:`~hotkeyd.client.aio.AsyncSubscriber` on the same event loop, and reports
+the reads it served locally to the daemon from a task on that loop
+(:mod:`hotkeyd.client.demand`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import redis.asyncio as aredis
 
 from hotkeyd.client._util import key_bytes
 from hotkeyd.client.aio import AsyncSubscriber
+from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.clock import Clock
+from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import UnreachableError
 from hotkeyd.wire import Namespace
 
@@ -48,6 +52,8 @@ class AsyncHotCache:
         stale_for: float = 1.0,
         wait_timeout: float = 0.5,
         metrics: Any = None,
+        report_demand: bool = True,
+        report_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         self.client = client
         self._owns_subscriber = subscriber is None
@@ -64,6 +70,16 @@ class AsyncHotCache:
         self._channel = subscriber.namespace.invalidate_channel
         self._db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
         self._hot = self.hotset.items
+        self._demand: AsyncDemandReporter | None = None
+        if report_demand:
+            counter = DemandCounter(
+                self.hotset,
+                self.origin,
+                subscriber.namespace,
+                self.clock,
+                interval=report_interval,
+            )
+            self._demand = AsyncDemandReporter(counter, client.publish)
         self._futures: dict[Hashable, asyncio.Future[Any]] = {}
         self.bad_invalidations = 0
         self.hotset.add_listener(on_cool=self.local.invalidate)
@@ -77,10 +93,16 @@ class AsyncHotCache:
         await self.subscriber.start()
         if not await self.subscriber.wait_ready(timeout):
             raise UnreachableError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+        if self._demand is not None and self.hotset.demand_owner in (None, self):
+            self.hotset.demand_owner = self
+            self._demand.start()
         return self
 
     async def close(self) -> None:
         """Stop the subscriber if this cache created it (not the client)."""
+        if self._demand is not None and self.hotset.demand_owner is self:
+            await self._demand.stop()
+            self.hotset.demand_owner = None
         if self._owns_subscriber:
             await self.subscriber.stop()
 
@@ -93,6 +115,19 @@ class AsyncHotCache:
     @property
     def stats(self) -> CacheStats:
         return self.local.stats
+
+    @property
+    def demand_stats(self) -> DemandStats | None:
+        """Counters of the demand reports this cache sends (None when it sends none)."""
+        if self._demand is None or self.hotset.demand_owner is not self:
+            return None
+        return self._demand.stats
+
+    async def flush_demand(self) -> int:
+        """Send the pending demand reports now (returns messages sent)."""
+        if self._demand is None or self.hotset.demand_owner is not self:
+            return 0
+        return await self._demand.flush()
 
     # -------------------------------------------------------------------- reads
     async def get(self, name: Any) -> Any:
@@ -124,7 +159,9 @@ class AsyncHotCache:
         item = self._hot.get(k)
         if item is None or item.expires <= self.clock.monotonic():
             return await loader()
-        result: T = await self._load(("c", k), k, loader, self._ttl(item) if ttl is None else ttl)
+        result: T = await self._counted(
+            item, ("c", k), k, loader, self._ttl(item) if ttl is None else ttl
+        )
         return result
 
     async def _hot_read(
@@ -135,10 +172,32 @@ class AsyncHotCache:
             return await self.client.execute_command(command, *args)
         hit, value = self.local.get_fresh(ckey, now)
         if hit:
+            item.served += 1
             return value
-        return await self._load(
-            ckey, k, lambda: self.client.execute_command(command, *args), self._ttl(item)
+        return await self._counted(
+            item, ckey, k, lambda: self.client.execute_command(command, *args), self._ttl(item)
         )
+
+    async def _counted(
+        self,
+        item: HotItem,
+        ckey: Hashable,
+        k: bytes,
+        read: Callable[[], Awaitable[Any]],
+        ttl: float,
+    ) -> Any:
+        """:meth:`_load`; a read answered without calling ``read`` was served locally."""
+        went = False
+
+        def loader() -> Awaitable[Any]:
+            nonlocal went
+            went = True
+            return read()
+
+        value = await self._load(ckey, k, loader, ttl)
+        if not went:
+            item.served += 1
+        return value
 
     async def _load(
         self, ckey: Hashable, k: bytes, loader: Callable[[], Awaitable[Any]], ttl: float

@@ -7,6 +7,10 @@
                                  # hot:  local copy, refreshed single-flight
     cache.set("item:1", b"v2")   # SET + PUBLISH invalidation in one round trip
 
+Reads served locally are counted per hot key and reported to the daemon every 250 ms
+(:mod:`hotkeyd.client.demand`), so it keeps seeing the demand the cache absorbs and the
+key stays hot while the load lasts.
+
 A key is served locally only while the daemon says it is hot; each copy lives for the
 ``ttl_ms`` of the rule that made it hot (capped by ``max_ttl``), so the staleness a
 reader can see is bounded by that TTL even if every invalidation were lost, and is
@@ -24,6 +28,7 @@ from typing import Any, Literal, TypeVar
 import redis
 
 from hotkeyd.client._util import key_bytes
+from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import (
     ServerTracking,
@@ -34,6 +39,7 @@ from hotkeyd.client.invalidation import (
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.subscriber import Subscriber
 from hotkeyd.clock import Clock
+from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import ClientError, UnreachableError
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Namespace
@@ -67,6 +73,9 @@ class HotCache:
         tracking_url: Redis URL for the tracking connection.
         tracking_prefixes: BCAST prefixes.
         metrics: optional :class:`~hotkeyd.client.metrics.ClientMetrics`.
+        report_demand: report the reads served locally to the daemon (PUBLISH on
+            ``client``); turn off only when nothing else must see them.
+        report_interval: seconds between demand reports (0.25-0.5).
     """
 
     def __init__(
@@ -86,6 +95,8 @@ class HotCache:
         tracking_url: str | None = None,
         tracking_prefixes: Iterable[str | bytes] = (),
         metrics: Any = None,
+        report_demand: bool = True,
+        report_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         if broadcast not in ("always", "known"):
             raise ValueError(f"broadcast must be 'always' or 'known', got {broadcast!r}")
@@ -109,6 +120,12 @@ class HotCache:
         self.origin = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._channel = self.namespace.invalidate_channel
         self._hot = self.hotset.items  # live dict: the one membership check of a cold read
+        self._demand: DemandReporter | None = None
+        if report_demand:
+            counter = DemandCounter(
+                self.hotset, self.origin, self.namespace, self.clock, interval=report_interval
+            )
+            self._demand = DemandReporter(counter, self.client.publish)
         self._warn = RateLimitedLog(logger)
         self.bad_invalidations = 0
         self._tracking: ServerTracking | None = None
@@ -145,10 +162,16 @@ class HotCache:
         self.subscriber.start()
         if not self.subscriber.wait_ready(timeout):
             raise UnreachableError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+        if self._demand is not None and self.hotset.demand_owner in (None, self):
+            self.hotset.demand_owner = self
+            self._demand.start()
         return self
 
     def close(self) -> None:
         """Stop what this cache owns (not the redis client it was given)."""
+        if self._demand is not None and self.hotset.demand_owner is self:
+            self._demand.stop()
+            self.hotset.demand_owner = None
         if self._owns_subscriber:
             self.subscriber.stop()
         if self._tracking is not None:
@@ -165,6 +188,19 @@ class HotCache:
     @property
     def stats(self) -> CacheStats:
         return self.local.stats
+
+    @property
+    def demand_stats(self) -> DemandStats | None:
+        """Counters of the demand reports this cache sends (None when it sends none)."""
+        if self._demand is None or self.hotset.demand_owner is not self:
+            return None
+        return self._demand.stats
+
+    def flush_demand(self) -> int:
+        """Send the pending demand reports now (returns messages sent); e.g. before exit."""
+        if self._demand is None or self.hotset.demand_owner is not self:
+            return 0
+        return self._demand.flush()
 
     # -------------------------------------------------------------------- reads
     def get(self, name: Any) -> Any:
@@ -201,7 +237,12 @@ class HotCache:
         now = self.clock.monotonic()
         if item is None or item.expires <= now:
             return loader()  # cold: no caching, no db check (the loader is not Redis)
-        return self.local.load(("c", k), k, loader, self._ttl(item) if ttl is None else ttl)
+        ckey = ("c", k)
+        hit, value = self.local.get_fresh(ckey, now)
+        if hit:
+            item.served += 1
+            return value
+        return self._load(item, ckey, k, loader, self._ttl(item) if ttl is None else ttl)
 
     def mget(self, keys: Any, *args: Any) -> list[Any]:
         """MGET; hot keys come from the local cache, the rest in one MGET."""
@@ -222,10 +263,12 @@ class HotCache:
             ckey = ("g", kb)
             hit, value = self.local.get_fresh(ckey, now)
             if hit:
+                item.served += 1
                 out[i] = value
                 continue
             flight, stale = self.local.begin(ckey, kb, now)
             if flight is None and stale is not None and now < stale.expires + self.local.stale_for:
+                item.served += 1
                 out[i] = stale.value  # someone else refreshes it
                 continue
             if flight is not None:
@@ -251,13 +294,30 @@ class HotCache:
             return self.client.execute_command(command, *args)
         hit, value = self.local.get_fresh(ckey, now)
         if hit:
+            item.served += 1
             return value
         tracking = self._tracking
         if tracking is not None:
-            return self.local.load(ckey, k, lambda: tracking.read(command, *args), self._ttl(item))
-        return self.local.load(
-            ckey, k, lambda: self.client.execute_command(command, *args), self._ttl(item)
+            return self._load(item, ckey, k, lambda: tracking.read(command, *args), self._ttl(item))
+        return self._load(
+            item, ckey, k, lambda: self.client.execute_command(command, *args), self._ttl(item)
         )
+
+    def _load(
+        self, item: HotItem, ckey: Hashable, k: bytes, read: Callable[[], T], ttl: float
+    ) -> T:
+        """Single-flight load; a read answered without calling ``read`` was served locally."""
+        went = False
+
+        def loader() -> T:
+            nonlocal went
+            went = True
+            return read()
+
+        value = self.local.load(ckey, k, loader, ttl)
+        if not went:
+            item.served += 1
+        return value
 
     def _ttl(self, item: HotItem) -> float:
         ttl = item.entry.ttl_ms / 1000.0

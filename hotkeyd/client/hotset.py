@@ -51,10 +51,16 @@ class HotItem:
     Attributes:
         entry: the latest announcement (rule, ``ttl_ms``, rate ...).
         expires: monotonic time after which the key is no longer hot.
+        instance: the daemon instance that most recently announced it (where demand
+            reports for it go).
+        served: reads of it served locally so far (a plain int the caches bump on the
+            read path; :mod:`hotkeyd.client.demand` reports the increase).
     """
 
     entry: HotEntry
     expires: float
+    instance: str = ""
+    served: int = 0
 
 
 @dataclass(slots=True)
@@ -112,6 +118,9 @@ class HotSet:
         self._on_cool: list[OnCool] = [on_cool] if on_cool else []
         self.dropped = 0
         self.callback_errors = 0
+        # The cache whose demand reporter reports this set's ``served`` counters (one
+        # per set, so caches sharing a subscriber never report the same reads twice).
+        self.demand_owner: object | None = None
         self._last_cb_log = 0.0
 
     # ----------------------------------------------------------------- readers
@@ -273,25 +282,28 @@ class HotSet:
                 if len(self._items) >= self.max_keys:
                     self.dropped += 1
                     continue
-                self._items[h.key] = HotItem(h, exp)
+                self._items[h.key] = HotItem(h, exp, msg.instance)
                 turned_hot.append(h)
             else:
                 item.entry = h
+                item.instance = msg.instance
                 item.expires = max(item.expires, exp) if item.expires > now else exp
             st.keys[h.key] = exp
 
     def _withdraw(self, key: bytes, now: float, cooled: list[bytes]) -> None:
         """``key`` lost one instance's claim: keep it while another still holds it."""
         best = 0.0
-        for st in self._instances.values():
+        holder = ""
+        for name, st in self._instances.items():
             exp = st.keys.get(key)
             if exp is not None and exp > best:
-                best = exp
+                best, holder = exp, name
         item = self._items.get(key)
         if item is None:
             return
         if best > now:
             item.expires = best
+            item.instance = holder
         else:
             del self._items[key]
             cooled.append(key)

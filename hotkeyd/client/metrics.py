@@ -65,6 +65,30 @@ _SUB_COUNTERS = (
         "bad_messages",
     ),
 )
+_DEMAND_COUNTERS = (
+    ("hotkeyd_client_demand_reports", "Demand reports published to the daemon.", "reports"),
+    ("hotkeyd_client_demand_report_bytes", "Bytes of demand reports published.", "bytes"),
+    (
+        "hotkeyd_client_demand_accesses",
+        "Locally served reads reported to the daemon.",
+        "accesses",
+    ),
+    (
+        "hotkeyd_client_demand_report_failures",
+        "Demand reports whose PUBLISH failed (not retried).",
+        "failed",
+    ),
+    (
+        "hotkeyd_client_demand_lost_accesses",
+        "Locally served reads in demand reports that could not be sent.",
+        "lost",
+    ),
+    (
+        "hotkeyd_client_demand_dropped_entries",
+        "Keys left out of a demand report by its entry or size bound.",
+        "dropped",
+    ),
+)
 
 
 class ClientMetrics(Collector):
@@ -94,6 +118,9 @@ class ClientMetrics(Collector):
         subs = {id(c.subscriber): c.subscriber for c in caches}.values()
         for name, doc, field in _SUB_COUNTERS:
             yield CounterMetricFamily(name, doc, value=sum(getattr(s.stats, field) for s in subs))
+        demand = [d for d in (c.demand_stats for c in caches) if d is not None]
+        for name, doc, field in _DEMAND_COUNTERS:
+            yield CounterMetricFamily(name, doc, value=sum(getattr(d, field) for d in demand))
         yield GaugeMetricFamily(
             "hotkeyd_client_cache_entries",
             "Entries in the local caches.",

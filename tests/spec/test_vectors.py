@@ -255,3 +255,41 @@ def test_base64_in_vectors_is_standard_padded() -> None:
         w = case["wire"]
         if w.get("enc") == "base64" and not case.get("error"):
             assert base64.b64encode(base64.b64decode(w["key"])).decode() == w["key"]
+
+
+@pytest.mark.parametrize("case", DEMAND["cases"], ids=[c["name"] for c in DEMAND["cases"]])
+def test_demand_encode_vector(case: dict[str, Any]) -> None:
+    """The Python client's demand encoder (one interval's reads -> one message per instance)."""
+    from hotkeyd.client.demand import DemandCounter
+    from hotkeyd.demand import DemandEntry
+    from hotkeyd.wire import Namespace
+
+    clock = ManualClock(epoch=case["ts"])
+    counter = DemandCounter(
+        HotSet(clock), case["app"], Namespace("p"), clock, interval=case["interval_ms"] / 1000
+    )
+    counter.next_seq = case["seq"]
+    per: dict[str, list[DemandEntry]] = {}
+    for r in case["reads"]:
+        per.setdefault(r["instance"], []).append(
+            DemandEntry(bytes.fromhex(r["key_hex"]), r["n"], r["db"])
+        )
+    seqs, dropped = [], {}
+    for inst, entries in per.items():
+        before = counter.stats.dropped
+        channel, payload, _ = counter.message(inst, entries)
+        dropped[inst] = counter.stats.dropped - before
+        assert channel == f"p:demand:{inst}"
+        msg = json.loads(payload)
+        seqs.append(msg.pop("seq"))
+        want = case["messages"][inst]
+        assert {k: v for k, v in msg.items() if k != "entries"} == {
+            k: v for k, v in want.items() if k != "entries"
+        }
+        assert {ident(e): e["n"] for e in msg["entries"]} == {
+            ident(e): e["n"] for e in want["entries"]
+        }
+        assert sorted(map(json.dumps, msg["entries"])) == sorted(map(json.dumps, want["entries"]))
+    assert set(per) == set(case["messages"])
+    assert sorted(seqs) == sorted(case["seqs"])
+    assert dropped == case["dropped"]
