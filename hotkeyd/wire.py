@@ -230,3 +230,12 @@ class Namespace:
     def demand_channel(self, instance: str) -> str:
         """Where apps report the demand they served locally to daemon ``instance``."""
         return f"{self.prefix}:demand:{instance}"
+
+    def idempotency_record(self, digest: str) -> str:
+        """Record of one idempotency key (``digest``: the fixed-length key hash)."""
+        return f"{self.prefix}:idem:{digest}"
+
+    @property
+    def idempotency_audit(self) -> str:
+        """Capped stream of the idempotency guard's transitions."""
+        return f"{self.prefix}:idem-audit"

@@ -13,6 +13,7 @@ from hotkeyd import errors
 PUBLIC = [
     "hotkeyd",
     "hotkeyd.client",
+    "hotkeyd.client.idempotency",
     "hotkeyd.demand",
     "hotkeyd.errors",
     "hotkeyd.wire",

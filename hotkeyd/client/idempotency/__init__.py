@@ -1,0 +1,38 @@
+"""The idempotency guard: layer 1 of the flash-sale template (see docs/idempotency.md).
+
+- :class:`IdempotencyGuard` / :class:`AsyncIdempotencyGuard`: ``begin`` ->
+  NEW / IN_PROGRESS / DONE / MISMATCH; ``complete``, ``fail``, ``extend``, ``release``
+  fenced by the lease's token. One Lua script (one round trip) per transition.
+- :func:`idempotent`: the same for a plain function.
+- :class:`DurableStore`: final results in SQL (DB-API 2) behind a unique key.
+- :func:`recover`: settle records whose holder died, asking the application.
+- :func:`operation_key`, :func:`gateway_key`, :func:`fingerprint`, :func:`check_key`.
+- HTTP: ``hotkeyd.client.idempotency.asgi`` and ``.wsgi`` middleware.
+"""
+
+from __future__ import annotations
+
+from hotkeyd.client.idempotency.core import GuardSettings
+from hotkeyd.client.idempotency.decorator import idempotent
+from hotkeyd.client.idempotency.guard import IdempotencyGuard
+from hotkeyd.client.idempotency.keys import check_key, fingerprint, gateway_key, operation_key
+from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
+from hotkeyd.client.idempotency.recover import RecoverReport, recover
+from hotkeyd.client.idempotency.store import DurableStore, StoredFinal
+
+__all__ = [
+    "Begin",
+    "DurableStore",
+    "GuardSettings",
+    "IdempotencyGuard",
+    "Lease",
+    "Outcome",
+    "RecoverReport",
+    "StoredFinal",
+    "check_key",
+    "fingerprint",
+    "gateway_key",
+    "idempotent",
+    "operation_key",
+    "recover",
+]

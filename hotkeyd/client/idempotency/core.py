@@ -1,0 +1,138 @@
+"""Settings and request preparation shared by the thread and asyncio guards.
+
+Everything here is pure: it turns a call into script arguments and decides what a
+Redis failure means. The two guards add only the I/O, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import redis.exceptions as rexc
+
+from hotkeyd.client.idempotency.keys import MAX_KEY_LENGTH, check_key, fingerprint, record_digest
+from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
+from hotkeyd.conn.redis import translate_redis_error
+from hotkeyd.errors import ConfigError, IdempotencyUnavailable
+from hotkeyd.ratelog import RateLimitedLog
+from hotkeyd.wire import Namespace
+
+__all__ = ["REDIS_ERRORS", "FailMode", "GuardSettings", "Prepared"]
+
+logger = logging.getLogger("hotkeyd.client.idempotency")
+FailMode = Literal["closed", "open"]
+REDIS_ERRORS = (rexc.RedisError, OSError)
+Fingerprint = bytes | bytearray | memoryview | str
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One ``begin`` call, validated: the key, its record name and the script arguments."""
+
+    key: str
+    digest: str
+    record: str
+    fingerprint: str
+    keys: list[str]
+    args: list[Any]
+
+
+@dataclass
+class GuardSettings:
+    """How long records live, how leases work, and what a Redis failure does.
+
+    Args:
+        lease: seconds a PROCESSING record belongs to its holder before another caller
+            may take over. Longer than the operation's usual time (p99.9), shorter than
+            ``ttl``; a long operation calls ``extend``.
+        ttl: seconds a record lives (for retries to be replayed). Rule of thumb: the
+            longest time a client keeps retrying, and at least 5x the longest operation.
+        namespace: Redis names (records are ``<prefix>:idem:<digest>``).
+        scope: a name that separates key spaces (e.g. per service or route).
+        audit_maxlen: approximate cap of the audit stream; 0 turns auditing off.
+        max_key_length: longest key accepted (characters).
+        on_error: ``"closed"`` (default): a broken Redis raises
+            :class:`~hotkeyd.errors.IdempotencyUnavailable` and nothing runs;
+            ``"open"``: the operation runs unguarded (duplicates possible) and the
+            failure is logged and counted.
+    """
+
+    lease: float = 30.0
+    ttl: float = 24 * 3600.0
+    namespace: Namespace = field(default_factory=Namespace)
+    scope: str = ""
+    audit_maxlen: int = 10_000
+    max_key_length: int = MAX_KEY_LENGTH
+    on_error: FailMode = "closed"
+
+    def __post_init__(self) -> None:
+        if not 0.001 <= self.lease <= 365 * 86400:
+            raise ConfigError(f"lease must be 0.001 s .. 1 year, got {self.lease}")
+        if self.ttl < self.lease:
+            raise ConfigError(
+                f"ttl ({self.ttl} s) must be >= lease ({self.lease} s): a record must "
+                "outlive its lease, or a slow holder's retry runs twice"
+            )
+        if self.on_error not in ("closed", "open"):
+            raise ConfigError(f"on_error must be 'closed' or 'open', got {self.on_error!r}")
+        if self.audit_maxlen < 0:
+            raise ConfigError(f"audit_maxlen must be >= 0, got {self.audit_maxlen}")
+        self.unavailable = 0  # Redis/store failures seen (each one logged at a limited rate)
+        self._warn = RateLimitedLog(logger)
+
+    @property
+    def lease_ms(self) -> int:
+        return max(1, round(self.lease * 1000))
+
+    @property
+    def ttl_ms(self) -> int:
+        return max(1, round(self.ttl * 1000))
+
+    def _audit_keys(self, record: str) -> list[str]:
+        return [record, self.namespace.idempotency_audit] if self.audit_maxlen else [record]
+
+    def prepare(self, key: str, fp: Fingerprint, *, claim: bool = False) -> Prepared:
+        """Validate one call and build the begin script's keys and arguments."""
+        key = check_key(key, self.max_key_length)
+        fps = fingerprint(fp)
+        digest = record_digest(self.scope, key)
+        record = self.namespace.idempotency_record(digest)
+        args = [fps, self.lease_ms, self.ttl_ms, key, self.audit_maxlen, "claim" if claim else ""]
+        return Prepared(key, digest, record, fps, self._audit_keys(record), args)
+
+    def complete_call(
+        self, lease: Lease, result: bytes, failed: bool, repair: bool = False
+    ) -> tuple[list[str], list[Any]]:
+        args = [
+            lease.token,
+            "F" if failed else "D",
+            result,
+            self.ttl_ms,
+            self.audit_maxlen,
+            "repair" if repair else "",
+        ]
+        return self._audit_keys(lease.record), args
+
+    def release_call(self, lease: Lease) -> tuple[list[str], list[Any]]:
+        return self._audit_keys(lease.record), [lease.token, self.audit_maxlen]
+
+    def extend_call(self, lease: Lease, seconds: float | None) -> tuple[list[str], list[Any]]:
+        ms = self.lease_ms if seconds is None else max(1, round(seconds * 1000))
+        return [lease.record], [lease.token, ms]
+
+    def failed(self, exc: BaseException, what: str, p: Prepared | Lease) -> Begin:
+        """A Redis or store failure during ``what``: raise (closed) or run unguarded (open)."""
+        self.unavailable += 1
+        err = translate_redis_error(exc) if isinstance(exc, REDIS_ERRORS) else exc
+        if self.on_error == "closed":
+            raise IdempotencyUnavailable(f"idempotency guard unavailable ({what}): {err}") from exc
+        self._warn.warning(
+            f"open-{what}",
+            "idempotency guard failing open on %s: %s (running unguarded)",
+            what,
+            err,
+        )
+        record = p.record
+        return Begin(Outcome.NEW, lease=Lease(p.key, record, 0, p.fingerprint, guarded=False))

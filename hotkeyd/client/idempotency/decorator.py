@@ -1,0 +1,95 @@
+"""@idempotent: guard a plain function with an idempotency key taken from its arguments.
+
+::
+
+    @idempotent(guard, key=lambda order_id, **_: operation_key("charge", order_id))
+    def charge(order_id: str, amount: int) -> dict: ...
+
+The first call runs the function and stores its JSON-encoded return value; a retry with
+the same key returns the stored value (decoded) without running it; a call while the
+first is still running raises :class:`~hotkeyd.errors.IdempotencyInProgress`; the same
+key with a different fingerprint raises :class:`~hotkeyd.errors.IdempotencyMismatch`.
+An exception releases the key, so a retry runs the function again.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from hotkeyd.client.idempotency.core import Fingerprint
+from hotkeyd.client.idempotency.guard import IdempotencyGuard
+from hotkeyd.client.idempotency.outcome import Begin, Outcome
+from hotkeyd.errors import IdempotencyInProgress, IdempotencyMismatch
+
+__all__ = ["idempotent"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _decode(raw: bytes) -> Any:
+    return json.loads(raw)
+
+
+def _refuse(b: Begin, key: str) -> None:
+    if b.outcome is Outcome.IN_PROGRESS:
+        raise IdempotencyInProgress(
+            f"idempotency key {key!r} is being processed; retry in {b.retry_after:.3f} s",
+            retry_after=b.retry_after,
+        )
+    raise IdempotencyMismatch(f"idempotency key {key!r} was used with a different request")
+
+
+def idempotent(
+    guard: IdempotencyGuard,
+    *,
+    key: Callable[..., str],
+    fingerprint: Callable[..., Fingerprint] | None = None,
+    wait: float = 0.0,
+    encode: Callable[[Any], bytes] = _encode,
+    decode: Callable[[bytes], Any] = _decode,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make a function run once per idempotency key.
+
+    Args:
+        guard: the :class:`IdempotencyGuard`.
+        key: builds the key from the call's arguments (e.g. with ``operation_key``).
+        fingerprint: builds the request fingerprint from the arguments; default: the
+            JSON of all arguments, so reusing a key with other arguments is a mismatch.
+        wait: seconds to wait for a concurrent first call's result.
+        encode, decode: how the return value is stored (JSON by default).
+    """
+
+    def default_fp(*args: Any, **kwargs: Any) -> bytes:
+        return _encode([args, kwargs])
+
+    fp_of = fingerprint or default_fp
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+            k = key(*args, **kwargs)
+            b = guard.begin(k, fp_of(*args, **kwargs), wait=wait)
+            if b.outcome is Outcome.DONE:
+                return decode(b.result or b"")
+            if b.lease is None:
+                _refuse(b, k)
+            assert b.lease is not None
+            try:
+                value = fn(*args, **kwargs)
+            except BaseException:
+                guard._release_quietly(b.lease)
+                raise
+            guard.complete(b.lease, encode(value))
+            return value
+
+        return guarded
+
+    return wrap

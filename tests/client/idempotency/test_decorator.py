@@ -1,0 +1,58 @@
+"""@idempotent on a plain function."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+
+from hotkeyd.client.idempotency import IdempotencyGuard, idempotent, operation_key
+from hotkeyd.errors import IdempotencyInProgress, IdempotencyMismatch
+from hotkeyd.wire import Namespace
+
+
+def test_runs_once_per_key_and_replays(r: redis.Redis, ns: Namespace) -> None:
+    guard = IdempotencyGuard(r, namespace=ns, lease=5, ttl=60)
+    calls: list[str] = []
+
+    @idempotent(guard, key=lambda order_id, amount: operation_key("charge", order_id))
+    def charge(order_id: str, amount: int) -> dict[str, object]:
+        calls.append(order_id)
+        return {"order": order_id, "charged": amount}
+
+    assert charge("o-1", 5) == {"order": "o-1", "charged": 5}
+    assert charge("o-1", 5) == {"order": "o-1", "charged": 5}
+    assert calls == ["o-1"]
+    with pytest.raises(IdempotencyMismatch):
+        charge("o-1", 6)
+    assert charge.__name__ == "charge"
+
+
+def test_exception_releases_and_concurrent_call_is_in_progress(
+    r: redis.Redis, ns: Namespace
+) -> None:
+    guard = IdempotencyGuard(r, namespace=ns, lease=5, ttl=60)
+    gate = threading.Event()
+    attempts: list[int] = []
+
+    @idempotent(guard, key=lambda n: f"job-{n}")
+    def job(n: int) -> int:
+        attempts.append(n)
+        if len(attempts) == 1:
+            raise RuntimeError("transient")
+        gate.wait(5)
+        return n * 2
+
+    with pytest.raises(RuntimeError):
+        job(1)
+    t = threading.Thread(target=job, args=(1,))
+    t.start()
+    while len(attempts) < 2:
+        pass
+    with pytest.raises(IdempotencyInProgress) as info:
+        job(1)
+    assert info.value.retry_after > 0
+    gate.set()
+    t.join()
+    assert job(1) == 2 and len(attempts) == 2
