@@ -463,11 +463,17 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
         Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
         Py_END_ALLOW_THREADS
     }
-    /* Keys live in scattered Python objects: prefetch a few ahead to hide the misses. */
-    for (i = 0; i < n; i++) {
-        if (i + PREFETCH_AHEAD < n)
-            PREFETCH(ptrs[i + PREFETCH_AHEAD]);
-        sk_update(self->sk, ptrs[i], (size_t)lens[i], counts ? counts[i] : 1);
+    /* Keys live in scattered Python objects: prefetch a few ahead to hide the misses.
+       Repeated keys are summed per round (sk_agg) and applied as weighted updates. */
+    {
+        sk_agg agg;
+        sk_agg_init(&agg);
+        for (i = 0; i < n; i++) {
+            if (i + PREFETCH_AHEAD < n)
+                PREFETCH(ptrs[i + PREFETCH_AHEAD]);
+            sk_agg_add(self->sk, &agg, ptrs[i], (size_t)lens[i], counts ? counts[i] : 1);
+        }
+        sk_agg_flush(self->sk, &agg);
     }
     lock_give(self);
     result = Py_None;
@@ -754,6 +760,7 @@ GETTER(seed, self->sk->seed)
 GETTER(max_key_len, self->sk->max_key_len)
 GETTER(key_bytes, self->sk->key_bytes)
 GETTER(nbytes, sk_nbytes(self->sk))
+GETTER(space_evictions, self->sk->space_evictions)
 
 static PyGetSetDef Sketch_getset[] = {
     {"k", (getter)Sketch_get_k, NULL, "Capacity of the top-k heap.", NULL},
@@ -765,6 +772,8 @@ static PyGetSetDef Sketch_getset[] = {
      NULL},
     {"nbytes", (getter)Sketch_get_nbytes, NULL, "Bytes used (never above the memory budget).",
      NULL},
+    {"space_evictions", (getter)Sketch_get_space_evictions, NULL,
+     "Entries dropped to make room for a longer key (key_bytes too small for k keys).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -1,4 +1,5 @@
-/* Line parser for the update_lines fast path: one pass, no allocation. */
+/* Line parser for the update_lines fast path: one pass, no allocation; repeated keys are
+ * pre-aggregated (sk_agg) and applied as weighted updates. */
 #include "lines.h"
 
 #include <string.h>
@@ -7,6 +8,8 @@ void sk_feed_lines(sk_sketch *s, const unsigned char *buf, size_t len, int count
                    sk_lines_result *out) {
     const unsigned char *p = buf, *end = buf + len;
     const size_t maxlen = s->max_key_len;
+    sk_agg agg; /* per-call scratch on the stack (~13 KiB), not sketch state */
+    sk_agg_init(&agg);
     while (p < end) {
         const unsigned char *nl = (const unsigned char *)memchr(p, '\n', (size_t)(end - p));
         const unsigned char *le = nl ? nl : end;
@@ -49,10 +52,11 @@ void sk_feed_lines(sk_sketch *s, const unsigned char *buf, size_t len, int count
                     out->oversized++;
                 } else {
                     out->events += count;
-                    sk_update(s, p, n, count);
+                    sk_agg_add(s, &agg, p, n, count);
                 }
             }
         }
         p = nl ? nl + 1 : end;
     }
+    sk_agg_flush(s, &agg);
 }

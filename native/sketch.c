@@ -168,10 +168,21 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, i
         return -1;
     }
     if (key_bytes == SK_UNSET) {
-        int64_t avg = max_key_len < (int64_t)SK_KEY_RESERVE_AVG ? max_key_len : SK_KEY_RESERVE_AVG;
-        key_bytes = k * avg;
+        /* The automatic split: a quarter of the budget holds keys (never more than k keys
+         * of max_key_len), the rest buckets; docs/sketch.md, "Memory". */
+        if (width == SK_UNSET || memory != SK_UNSET) {
+            int64_t budget = memory == SK_UNSET ? SK_DEFAULT_MEMORY : memory;
+            key_bytes = budget > 0 ? budget / SK_KEY_SHARE : 0;
+            if (key_bytes > k * max_key_len)
+                key_bytes = k * max_key_len;
+        } else {
+            key_bytes = k * (max_key_len < (int64_t)SK_KEY_RESERVE_AVG ? max_key_len
+                                                                       : SK_KEY_RESERVE_AVG);
+        }
         if (key_bytes < max_key_len)
             key_bytes = max_key_len;
+        if (key_bytes > (int64_t)SK_MAX_KEY_BYTES)
+            key_bytes = SK_MAX_KEY_BYTES;
     }
     if (key_bytes < max_key_len || key_bytes > (int64_t)SK_MAX_KEY_BYTES) {
         snprintf(err, errlen, "key_bytes must be in [max_key_len=%lld, %u], got %lld",
@@ -281,6 +292,7 @@ static void heap_reset(sk_sketch *s) {
     memset(s->index, 0, ((size_t)s->mask + 1) * sizeof(uint32_t));
     s->arena_used = 0;
     s->live_bytes = 0;
+    s->space_evictions = 0;
 }
 
 void sk_clear(sk_sketch *s) {
@@ -414,6 +426,18 @@ static uint32_t arena_alloc(sk_sketch *s, const void *key, uint32_t len) {
     return off;
 }
 
+/* Remove the minimum entry (its key bytes become dead arena space). */
+static void heap_pop_min(sk_sketch *s) {
+    index_remove(s, s->heap[0].slot);
+    s->live_bytes -= s->heap[0].len;
+    s->size--;
+    if (s->size) {
+        s->heap[0] = s->heap[s->size];
+        s->index[s->heap[0].slot] = 1;
+        sift_down(s, 0);
+    }
+}
+
 /* Offer (key, v) to the heap; v is the key's sketch estimate after the update.
  * As in the HeavyKeeper paper, a member's count becomes max(count, v). For
  * HeavyKeeper both are lower bounds of the true count; for Count-Min both are
@@ -435,23 +459,9 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
         }
         return;
     }
-    if (s->size < s->k) {
-        uint32_t p, off;
-        if ((uint64_t)s->live_bytes + len > s->key_bytes)
-            return;
-        off = arena_alloc(s, key, len); /* before size++: compaction must not see slot p */
-        p = s->size++;
-        s->heap[p].count = v;
-        s->heap[p].hash = h;
-        s->heap[p].len = len;
-        s->heap[p].off = off;
-        s->live_bytes += len;
-        index_insert(s, p);
-        sift_up(s, p);
-    } else {
+    if (s->size == s->k && (uint64_t)s->live_bytes - s->heap[0].len + len <= s->key_bytes) {
+        /* The common replacement: the new key takes the minimum's entry in place. */
         sk_entry *e = &s->heap[0];
-        if ((uint64_t)s->live_bytes - e->len + len > s->key_bytes)
-            return;
         index_remove(s, e->slot);
         s->live_bytes -= e->len;
         if (len <= e->len) {
@@ -467,6 +477,30 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
         e->hash = h;
         index_insert(s, 0);
         sift_down(s, 0);
+        return;
+    }
+    /* The key does not fit beside the others: drop the weakest entries (all lighter than
+     * v) until it does, so a heavy key is never refused because lighter keys hold the
+     * space. If the rest are all at least as heavy, it stays untracked. */
+    if (s->size == s->k)
+        heap_pop_min(s);
+    while ((uint64_t)s->live_bytes + len > s->key_bytes) {
+        if (s->heap[0].count >= v)
+            return;
+        heap_pop_min(s);
+        if (s->space_evictions != SK_COUNT_MAX)
+            s->space_evictions++;
+    }
+    {
+        uint32_t p, off = arena_alloc(s, key, len); /* before size++: compaction must not see p */
+        p = s->size++;
+        s->heap[p].count = v;
+        s->heap[p].hash = h;
+        s->heap[p].len = len;
+        s->heap[p].off = off;
+        s->live_bytes += len;
+        index_insert(s, p);
+        sift_up(s, p);
     }
 }
 
@@ -543,13 +577,59 @@ static uint32_t cm_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
     return v;
 }
 
+static inline void update_hashed(sk_sketch *s, const void *key, uint32_t len, uint32_t h,
+                                 uint32_t count) {
+    uint32_t v =
+        s->kind == SK_KIND_HEAVYKEEPER ? hk_update_cells(s, h, count) : cm_update_cells(s, h, count);
+    topk_offer(s, key, len, h, v);
+}
+
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count) {
-    uint32_t h, v;
+    if (count == 0)
+        return;
+    update_hashed(s, key, (uint32_t)len, hk_murmur3_32(key, len, s->seed), count);
+}
+
+void sk_agg_init(sk_agg *a) {
+    a->n = 0;
+    memset(a->slot, 0, sizeof a->slot);
+}
+
+void sk_agg_flush(sk_sketch *s, sk_agg *a) {
+    uint32_t i;
+    for (i = 0; i < a->n; i++) {
+        const sk_agg_entry *e = &a->e[i];
+        update_hashed(s, e->key, e->len, e->hash, e->count);
+    }
+    sk_agg_init(a);
+}
+
+void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t count) {
+    uint32_t h, i;
     if (count == 0)
         return;
     h = hk_murmur3_32(key, len, s->seed);
-    v = s->kind == SK_KIND_HEAVYKEEPER ? hk_update_cells(s, h, count) : cm_update_cells(s, h, count);
-    topk_offer(s, key, (uint32_t)len, h, v);
+    for (i = h & (SK_AGG_SLOTS - 1);; i = (i + 1) & (SK_AGG_SLOTS - 1)) {
+        uint32_t v = a->slot[i];
+        sk_agg_entry *e;
+        if (!v)
+            break;
+        e = &a->e[v - 1];
+        if (e->hash == h && e->len == len && (len == 0 || memcmp(e->key, key, len) == 0)) {
+            e->count = sat_add(e->count, count);
+            return;
+        }
+    }
+    if (a->n == SK_AGG_CAP) {
+        sk_agg_flush(s, a);
+        for (i = h & (SK_AGG_SLOTS - 1); a->slot[i]; i = (i + 1) & (SK_AGG_SLOTS - 1))
+            ;
+    }
+    a->e[a->n].key = (const unsigned char *)key;
+    a->e[a->n].len = (uint32_t)len;
+    a->e[a->n].hash = h;
+    a->e[a->n].count = count;
+    a->slot[i] = (uint16_t)++a->n;
 }
 
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
@@ -698,7 +778,11 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     }
     for (i = 0; i < cells; i++)
         dst->cm[i] = sat_add(dst->cm[i], src->cm[i]);
-    heap_reset(dst);
+    {
+        uint32_t kept = dst->space_evictions;
+        heap_reset(dst);
+        dst->space_evictions = kept; /* rebuilding adds to it, never forgets */
+    }
     off = 0;
     for (j = 0; j < n; j++) {
         const unsigned char *key = keys + off;
@@ -773,7 +857,7 @@ void sk_serialize(const sk_sketch *s, unsigned char *out) {
     put32(p + 36, SK_DECAY_DEN);
     put64(p + 40, s->rng);
     put32(p + 48, s->size);
-    put32(p + 52, 0);
+    put32(p + 52, s->space_evictions);
     p += SK_HEADER_SIZE;
     if (s->hk) {
         for (i = 0; i < cells; i++, p += 8)
@@ -823,7 +907,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
         snprintf(err, errlen, "sketch kind %u does not match the class (expected %d)", buf[6], kind);
         return NULL;
     }
-    if (buf[7] != 0 || get32(buf + 52) != 0 || get32(buf + 32) != SK_DECAY_NUM ||
+    if (buf[7] != 0 || get32(buf + 32) != SK_DECAY_NUM ||
         get32(buf + 36) != SK_DECAY_DEN) {
         snprintf(err, errlen, "corrupt header: reserved or decay fields invalid");
         return NULL;
@@ -844,6 +928,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
         return NULL;
     }
     s->rng = get64(buf + 40);
+    s->space_evictions = get32(buf + 52);
     pos = SK_HEADER_SIZE;
     for (i = 0; i < cells; i++) {
         if (s->hk) {

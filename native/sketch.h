@@ -27,7 +27,8 @@
  * + cells * cell_size + k * SK_ENTRY_COST + index_slots * 4 + key_bytes. */
 #define SK_OVERHEAD 256u
 #define SK_ENTRY_COST 24u /* 20-byte heap entry + 4-byte compaction scratch */
-#define SK_KEY_RESERVE_AVG 32u
+#define SK_KEY_RESERVE_AVG 32u /* key bytes per entry when only width= is given */
+#define SK_KEY_SHARE 4u        /* default key store: memory / SK_KEY_SHARE, capped at k*max_key_len */
 #define SK_DEFAULT_MEMORY 65536
 #define SK_DEFAULT_DEPTH_HK 2
 #define SK_DEFAULT_DEPTH_CM 4
@@ -41,7 +42,7 @@
 
 #define SK_UNSET INT64_MIN
 
-#define SK_SERIAL_VERSION 2u /* 2: HeavyKeeper buckets hold SK_HK_SLOTS slots */
+#define SK_SERIAL_VERSION 3u /* 3: space-eviction counter in the header; 2: two-slot buckets */
 #define SK_HEADER_SIZE 56u
 
 typedef struct {
@@ -66,7 +67,23 @@ typedef struct sk_sketch {
     uint32_t *scratch;
     unsigned char *arena;
     uint32_t arena_used, live_bytes;
+    uint32_t space_evictions; /* entries dropped to free key bytes (saturating) */
 } sk_sketch;
+
+/* Batch pre-aggregation: repeated keys of a batch are summed (first-occurrence order,
+ * saturating) and applied as one weighted update each, in rounds of at most SK_AGG_CAP
+ * distinct keys. Key bytes are borrowed from the caller until sk_agg_flush. */
+#define SK_AGG_CAP 512u
+#define SK_AGG_SLOTS 1024u
+typedef struct {
+    const unsigned char *key;
+    uint32_t len, hash, count;
+} sk_agg_entry;
+typedef struct {
+    uint32_t n;
+    uint16_t slot[SK_AGG_SLOTS]; /* entry index + 1, 0 = empty */
+    sk_agg_entry e[SK_AGG_CAP];
+} sk_agg;
 
 /* Resolve constructor arguments. SK_UNSET means "not given" for memory,
  * width, depth and key_bytes. Returns 0, or -1 with a message in err. */
@@ -82,6 +99,11 @@ void sk_clear(sk_sketch *s);
 
 /* len must be <= max_key_len (callers check). */
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count);
+void sk_agg_init(sk_agg *a);
+/* Add one event to the round (flushes first when the round is full). */
+void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t count);
+/* Apply the round's keys in first-occurrence order and empty it. */
+void sk_agg_flush(sk_sketch *s, sk_agg *a);
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len);
 /* factor_fp = floor(factor * 2^32), in [0, 2^32]; counters become floor(c * factor_fp / 2^32). */
 void sk_decay(sk_sketch *s, uint64_t factor_fp);

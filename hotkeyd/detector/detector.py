@@ -26,6 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock
@@ -33,6 +34,7 @@ from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, Tic
 from hotkeyd.detector.intake import Intake, count_lines, count_nonempty_lines
 from hotkeyd.detector.keys import decode_ident, encode_lines
 from hotkeyd.detector.rules import Rule, RuleSet
+from hotkeyd.detector.sizing import KeySizer
 from hotkeyd.detector.state import HotKey, HotSet
 from hotkeyd.detector.window import SketchLike, SubWindowRing
 from hotkeyd.errors import ConfigError, SketchError
@@ -49,13 +51,18 @@ WRITE_SHARE = 0.9  # write fraction at or above which a hot key is "write"
 READ_SHARE = 0.1  # write fraction at or below which a hot key is "read"
 
 
-def _default_factory(config: DetectorConfig, memory: int) -> Callable[[], SketchLike]:
+class _Maker(Protocol):
+    def __call__(self, key_bytes: int | None = None) -> SketchLike: ...
+
+
+def _default_factory(config: DetectorConfig, memory: int) -> _Maker:
+    """Makes one sketch of ``memory`` bytes; ``key_bytes=None`` is the sketch's default split."""
     try:
         from hotkeyd.sketch import new_sketch
     except ImportError as exc:  # pragma: no cover - only before the sketch module exists
         raise ConfigError(f"sketch kind {config.sketch!r} is unavailable: {exc}") from exc
 
-    def make() -> SketchLike:
+    def make(key_bytes: int | None = None) -> SketchLike:
         try:
             sk: SketchLike = new_sketch(
                 config.sketch,
@@ -63,6 +70,7 @@ def _default_factory(config: DetectorConfig, memory: int) -> Callable[[], Sketch
                 memory=memory,
                 seed=config.seed,
                 max_key_len=config.max_key_len,
+                key_bytes=key_bytes,
             )
         except (SketchError, ValueError, TypeError) as exc:
             raise ConfigError(
@@ -75,12 +83,13 @@ def _default_factory(config: DetectorConfig, memory: int) -> Callable[[], Sketch
     return make
 
 
-def _write_factory(config: DetectorConfig, slots: int) -> Callable[[], SketchLike]:
-    """Sketches of the write ring: a quarter of the read budget, or as much if too small."""
+def _write_memory(config: DetectorConfig, slots: int) -> int:
+    """Bytes per sketch of the write ring: a quarter of the read budget, or as much if too small."""
     try:
-        return _default_factory(config, config.memory // 4 // slots)
+        _default_factory(config, config.memory // 4 // slots)
     except ConfigError:
-        return _default_factory(config, config.memory // slots)
+        return config.memory // slots
+    return config.memory // 4 // slots
 
 
 class Detector:
@@ -114,17 +123,24 @@ class Detector:
         self._tick = config.window / self._n
         slots = self._n + 1
         self._cache_cap = 4 * (self._n * config.k + config.max_hot) + 1024
+        self._log = RateLimitedLog(logger, 10.0, clock.monotonic)
+        self._renew = self._wrenew = None
+        self._factory: Callable[[], SketchLike]
+        self._wfactory: Callable[[], SketchLike]
         if sketch_factory is None:
-            self._factory = _default_factory(config, config.memory // slots)
-            self._wfactory = _write_factory(config, slots)
+            # Sketches sized for the key lengths seen, up to max_key_len (detector/sizing.py).
+            rmem, wmem = config.memory // slots, _write_memory(config, slots)
+            rmake, wmake = _default_factory(config, rmem), _default_factory(config, wmem)
+            self._factory, self._wfactory = rmake, wmake
+            self._renew = KeySizer(rmake, config.k, rmem, config.max_key_len, self._log).renew
+            self._wrenew = KeySizer(wmake, config.k, wmem, config.max_key_len, self._log).renew
         else:
             self._factory = self._wfactory = sketch_factory
-        self._ring = SubWindowRing(self._n, self._factory, self._cache_cap)
+        self._ring = SubWindowRing(self._n, self._factory, self._cache_cap, renew=self._renew)
         self._wring: SubWindowRing | None = None
         self._hot = HotSet(config.max_hot, config.hysteresis)
         self._t0 = clock.monotonic()
         self._last: dict[bytes, float] = {}  # ident -> rate at the last tick
-        self._log = RateLimitedLog(logger, 10.0, clock.monotonic)
         self._intake = Intake(config.max_key_len, self._log)
 
     # -- properties ---------------------------------------------------------------------
@@ -242,7 +258,7 @@ class Detector:
         assert batch.writes is not None
         if self._wring is None:  # allocated on the first batch that reports writes
             self._wring = SubWindowRing(
-                self._n, self._wfactory, self._cache_cap, start=self._ring.cur
+                self._n, self._wfactory, self._cache_cap, start=self._ring.cur, renew=self._wrenew
             )
         slot = self._wring.slot(index)
         events, _, _ = self._intake.add_keys(

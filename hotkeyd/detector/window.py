@@ -84,12 +84,21 @@ class SubWindowRing:
         factory: makes one empty sketch (called ``N + 1`` times, once each).
         cache_cap: bound of each slot's estimate cache (entries).
         start: index of the open sub-window (a ring made later joins in step).
+        renew: called with a recycled slot's sketch and its cached top keys (or None);
+            returns a replacement sized for the keys seen, or None to reuse the sketch
+            (``hotkeyd.detector.sizing.KeySizer.renew``).
     """
 
     def __init__(
-        self, subwindows: int, factory: Callable[[], SketchLike], cache_cap: int, start: int = 0
+        self,
+        subwindows: int,
+        factory: Callable[[], SketchLike],
+        cache_cap: int,
+        start: int = 0,
+        renew: Callable[[SketchLike, Iterable[bytes] | None], SketchLike | None] | None = None,
     ) -> None:
         self.n = subwindows
+        self._renew = renew
         self.cur = start
         self._cache_cap = cache_cap
         self._slots = [_Slot(factory(), 0) for _ in range(subwindows + 1)]
@@ -114,7 +123,14 @@ class SubWindowRing:
         closed = to - self.cur
         first = max(self.cur + 1, to - self.n)  # older ones would be cleared again anyway
         for index in range(first, to + 1):
-            self._slots[index % (self.n + 1)].reset(index)
+            slot = self._slots[index % (self.n + 1)]
+            if self._renew is not None and slot.raw:
+                fresh = self._renew(slot.sketch, slot.top)
+                if fresh is not None:
+                    slot.sketch = fresh
+                    slot.raw = 0  # nothing to clear in a new sketch
+                    slot.top = None
+            slot.reset(index)
         self.cur = to
         return closed
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hotkeyd.errors import SketchError
 
@@ -53,6 +53,10 @@ class SketchLike(Protocol):
     def seed(self) -> int: ...
     @property
     def max_key_len(self) -> int: ...
+    @property
+    def key_bytes(self) -> int: ...
+    @property
+    def space_evictions(self) -> int: ...
     @property
     def nbytes(self) -> int: ...
     def __len__(self) -> int: ...
@@ -87,9 +91,13 @@ def _load() -> tuple[Any, str]:
 
 
 _impl, IMPLEMENTATION = _load()
-HeavyKeeper: Any = _impl.HeavyKeeper
-CountMinTopK: Any = _impl.CountMinTopK
-murmur3_32: Any = _impl.murmur3_32
+if TYPE_CHECKING:
+    # Type checkers see the classes of the stub (_sketch.pyi); the twin has the same API.
+    from hotkeyd.sketch._sketch import CountMinTopK, HeavyKeeper, murmur3_32
+else:
+    HeavyKeeper = _impl.HeavyKeeper
+    CountMinTopK = _impl.CountMinTopK
+    murmur3_32 = _impl.murmur3_32
 
 _KINDS = {"heavykeeper": "HeavyKeeper", "countmin": "CountMinTopK"}
 

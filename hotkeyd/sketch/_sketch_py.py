@@ -43,7 +43,9 @@ MIN_WIDTH = 8
 COUNT_MAX = M32
 OVERHEAD = 256
 ENTRY_COST = 24
-KEY_RESERVE_AVG = 32
+KEY_RESERVE_AVG = 32  # key bytes per entry when only width= is given
+KEY_SHARE = 4  # default key store: memory // KEY_SHARE, capped at k * max_key_len
+AGG_CAP = 512  # distinct keys per pre-aggregation round (SK_AGG_CAP in C)
 DEFAULT_MEMORY = 65536
 DEFAULT_DEPTH = {KIND_HEAVYKEEPER: 2, KIND_COUNTMIN: 4}
 HK_SLOTS = 2  # slots per HeavyKeeper bucket (SK_HK_SLOTS in C)
@@ -51,7 +53,7 @@ CELL_SIZE = {KIND_HEAVYKEEPER: 8 * HK_SLOTS, KIND_COUNTMIN: 4}  # bytes per buck
 WORDS = {KIND_HEAVYKEEPER: HK_SLOTS, KIND_COUNTMIN: 1}  # stored words per bucket
 DECAY_NUM = 25  # b = DECAY_DEN / DECAY_NUM = 1.08
 DECAY_DEN = 27
-SERIAL_VERSION = 2  # 2: HeavyKeeper buckets hold HK_SLOTS slots
+SERIAL_VERSION = 3  # 3: space-eviction counter in the header; 2: two-slot buckets
 MAGIC = b"HKSK"
 _HEADER = struct.Struct("<4sHBBIIIIIIIIQII")
 HEADER_SIZE = _HEADER.size  # 56
@@ -207,7 +209,13 @@ def _plan(
     if not 1 <= depth <= MAX_DEPTH:
         raise SketchError(f"depth must be in [1, {MAX_DEPTH}], got {depth}")
     if key_bytes is None:
-        key_bytes = max(k * min(max_key_len, KEY_RESERVE_AVG), max_key_len)
+        # The automatic split (docs/sketch.md, "Memory"), as sk_plan in C.
+        if width is None or memory is not None:
+            budget = DEFAULT_MEMORY if memory is None else memory
+            key_bytes = min(budget // KEY_SHARE if budget > 0 else 0, k * max_key_len)
+        else:
+            key_bytes = k * min(max_key_len, KEY_RESERVE_AVG)
+        key_bytes = min(max(key_bytes, max_key_len), MAX_KEY_BYTES)
     if not max_key_len <= key_bytes <= MAX_KEY_BYTES:
         raise SketchError(
             f"key_bytes must be in [max_key_len={max_key_len}, {MAX_KEY_BYTES}], got {key_bytes}"
@@ -326,6 +334,7 @@ class _Sketch:
         self._heap: list[list[Any]] = []  # [count, hash, key]
         self._index: dict[bytes, int] = {}
         self._live = 0
+        self._space_evictions = 0
 
     # -- properties -------------------------------------------------------------
     @property
@@ -357,6 +366,11 @@ class _Sketch:
     def key_bytes(self) -> int:
         """Byte budget for keys held by the heap."""
         return self._key_bytes
+
+    @property
+    def space_evictions(self) -> int:
+        """Entries dropped to make room for a longer key (key_bytes too small for k keys)."""
+        return self._space_evictions
 
     @property
     def nbytes(self) -> int:
@@ -424,21 +438,38 @@ class _Sketch:
                 self._sift_down(pos)
             return
         klen = len(key)
-        if size < self._k:
-            if self._live + klen > self._key_bytes:
-                return
-            heap.append([v, h, key])
-            self._index[key] = size
-            self._live += klen
-            self._sift_up(size)
-        else:
+        if size == self._k and self._live - len(heap[0][2]) + klen <= self._key_bytes:
             old = heap[0][2]
-            if self._live - len(old) + klen > self._key_bytes:
-                return
             del self._index[old]
             self._live += klen - len(old)
             heap[0] = [v, h, key]
             self._index[key] = 0
+            self._sift_down(0)
+            return
+        # Drop the weakest entries (all lighter than v) until the key fits, as in C.
+        if size == self._k:
+            self._pop_min()
+        while self._live + klen > self._key_bytes:
+            if heap[0][0] >= v:
+                return
+            self._pop_min()
+            if self._space_evictions != COUNT_MAX:
+                self._space_evictions += 1
+        size = len(heap)
+        heap.append([v, h, key])
+        self._index[key] = size
+        self._live += klen
+        self._sift_up(size)
+
+    def _pop_min(self) -> None:
+        heap = self._heap
+        old = heap[0][2]
+        del self._index[old]
+        self._live -= len(old)
+        last = heap.pop()
+        if heap:
+            heap[0] = last
+            self._index[last[2]] = 0
             self._sift_down(0)
 
     def _rebuild(self) -> None:
@@ -458,6 +489,24 @@ class _Sketch:
             return
         h = murmur3_32(key, self._seed)
         self._offer(key, h, self._update_cells(h, n))
+
+    def _add(self, agg: dict[bytes, int], key: bytes, n: int) -> None:
+        """Pre-aggregate one event into the round ``agg``, as ``sk_agg_add`` in C."""
+        if n == 0:
+            return
+        c = agg.get(key)
+        if c is not None:
+            agg[key] = min(c + n, COUNT_MAX)
+            return
+        if len(agg) == AGG_CAP:
+            self._flush(agg)
+        agg[key] = n
+
+    def _flush(self, agg: dict[bytes, int]) -> None:
+        """Apply a round in first-occurrence order and empty it."""
+        for key, n in agg.items():
+            self._update_one(key, n)
+        agg.clear()
 
     def _check_len(self, key: bytes, where: str = "") -> None:
         if len(key) > self._max_key_len:
@@ -487,13 +536,15 @@ class _Sketch:
         kbs = [_key_bytes(o) for o in items]
         for i, kb in enumerate(kbs):
             self._check_len(kb, f" at index {i}")
+        agg: dict[bytes, int] = {}
         with self._lock:
             if cs is None:
                 for kb in kbs:
-                    self._update_one(kb, 1)
+                    self._add(agg, kb, 1)
             else:
                 for kb, n in zip(kbs, cs, strict=True):
-                    self._update_one(kb, n)
+                    self._add(agg, kb, n)
+            self._flush(agg)
 
     def update_lines(self, buf: Any, counted: bool = False) -> tuple[int, int, int]:
         """Add newline-separated keys; returns (events_added, oversized, malformed)."""
@@ -506,6 +557,7 @@ class _Sketch:
         counted = bool(counted)
         events = oversized = malformed = 0
         maxlen = self._max_key_len
+        agg: dict[bytes, int] = {}
         with self._lock:
             for line in data.split(b"\n"):
                 if line.endswith(b"\r"):
@@ -529,7 +581,8 @@ class _Sketch:
                     oversized += 1
                     continue
                 events += n
-                self._update_one(line, n)
+                self._add(agg, line, n)
+            self._flush(agg)
         return events, oversized, malformed
 
     def topk(self, n: int | None = None) -> list[tuple[bytes, int]]:
@@ -609,7 +662,7 @@ class _Sketch:
                     DECAY_DEN,
                     self._rng,
                     len(self._heap),
-                    0,
+                    self._space_evictions,
                 ),
                 struct.pack(f"<{len(self._cells)}{'Q' if self._KIND == 1 else 'I'}", *self._cells),
             ]
@@ -644,14 +697,14 @@ class _Sketch:
             )
         if int.from_bytes(buf[n - 4 :], "little") != zlib.crc32(buf[: n - 4]):
             raise SerializationError("checksum mismatch: sketch bytes are corrupt or truncated")
-        (_m, _v, kind, res1, k, width, depth, seed, ml, kb, num, den, rng, size, res2) = (
+        (_m, _v, kind, res1, k, width, depth, seed, ml, kb, num, den, rng, size, spc) = (
             _HEADER.unpack_from(buf)
         )
         if kind != cls._KIND:
             raise SerializationError(
                 f"sketch kind {kind} does not match the class (expected {cls._KIND})"
             )
-        if res1 or res2 or num != DECAY_NUM or den != DECAY_DEN:
+        if res1 or num != DECAY_NUM or den != DECAY_DEN:
             raise SerializationError("corrupt header: reserved or decay fields invalid")
         try:
             params = _plan(cls._KIND, k, None, width, depth, seed, ml, kb)
@@ -664,6 +717,7 @@ class _Sketch:
         self = cls.__new__(cls)
         self._init(*params)
         self._rng = rng
+        self._space_evictions = spc
         code = "Q" if cls._KIND == KIND_HEAVYKEEPER else "I"
         self._cells = list(struct.unpack_from(f"<{cells}{code}", buf, HEADER_SIZE))
         pos = HEADER_SIZE + table
@@ -825,7 +879,7 @@ class CountMinTopK(_Sketch):
         ]
         self._heap = []
         self._index = {}
-        self._live = 0
+        self._live = 0  # space_evictions is kept: rebuilding adds to it, never forgets
         for key in cands:
             h = murmur3_32(key, self._seed)
             self._offer(key, h, self._cell_estimate(h))

@@ -52,7 +52,8 @@ def test_millions_of_distinct_keys_keep_state_bounded(kind: str) -> None:
     assert {e.key for e in det.hot()} == {b"u:%d:x" % i for i in range(5)}
     assert all(e.rule == "users" for e in det.hot())
     if kind == "native":
-        assert det.nbytes == nbytes <= config.memory
+        # Sketches are re-sized for the key lengths seen (detector/sizing.py), within budget.
+        assert nbytes <= config.memory and det.nbytes <= config.memory
 
 
 def test_rates_of_heavy_hitters_under_skewed_load() -> None:

@@ -75,10 +75,11 @@ def test_wrong_magic_version_kind(impl: Any) -> None:
     cm = _filled(impl.CountMinTopK).to_bytes()
     with pytest.raises(SerializationError, match="magic"):
         impl.HeavyKeeper.from_bytes(_recrc(b"XXXX" + hk[4:-4]))
-    # Version 1 (one slot per HeavyKeeper bucket) and unknown future versions are rejected.
-    for version in (1, 3):
+    # Versions 1 (one slot per bucket), 2 (no space-eviction counter) and unknown future
+    # versions are rejected with the version named.
+    for version in (1, 2, 4):
         with pytest.raises(
-            SerializationError, match=rf"unsupported sketch version {version} \(supported: 2\)"
+            SerializationError, match=rf"unsupported sketch version {version} \(supported: 3\)"
         ):
             impl.HeavyKeeper.from_bytes(_recrc(hk[:4] + bytes([version, 0]) + hk[6:-4]))
     with pytest.raises(SerializationError, match="kind"):
