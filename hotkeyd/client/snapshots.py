@@ -1,9 +1,9 @@
 """Reading the snapshots daemons keep in Redis: for ``hotkeyd top`` and client bootstrap.
 
-Each live instance ``I`` keeps ``<prefix>:snapshot:<I>`` (a JSON message with
+Each live instance ``I`` keeps ``{<prefix>}:snapshot:<I>`` (a JSON message with
 ``full: true``, its hot set, its top keys by rate, and the ``seq`` of the last message
 it reflects) with a TTL its heartbeat refreshes, and a member ``I`` in the sorted set
-``<prefix>:instances`` scored by its last heartbeat (unix seconds).
+``{<prefix>}:instances`` scored by its last heartbeat (unix seconds).
 
 Readers prune the index as they go: members scored older than ``max_age`` seconds,
 and members whose snapshot key has expired (the instance died without cleaning up),

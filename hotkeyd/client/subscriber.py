@@ -59,7 +59,7 @@ def _text(v: bytes | str) -> str:
 
 
 def snapshot_ids(members: Iterable[bytes | str]) -> list[str]:
-    """Instance ids from a ``ZRANGEBYSCORE <prefix>:instances`` reply."""
+    """Instance ids from a ``ZRANGEBYSCORE {<prefix>}:instances`` reply."""
     return [_text(m) for m in members]
 
 

@@ -10,7 +10,8 @@ on the first publish. Supported forms::
     unix:///path/to/redis.sock[?db=N]
 
 Query options: ``db``, ``socket_timeout``, ``socket_connect_timeout``,
-``client_name``, and for TLS ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``,
+``client_name``, ``cluster`` (``auto``: ask the node whether it is in a Redis Cluster;
+``yes``/``no``: do not ask; see :mod:`hotkeyd.conn.cluster`), and for TLS ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``,
 ``ssl_cert_reqs`` (none/optional/required), ``ssl_check_hostname`` (true/false).
 Unknown options are an error: a silently ignored ``ssl_ca_cert=`` typo would mean
 an unverified connection.
@@ -30,6 +31,7 @@ from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 import redis
 import redis.exceptions as rexc
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
@@ -37,14 +39,21 @@ from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableE
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_SOCKET_TIMEOUT",
+    "REDIS_ERRORS",
     "RedisSettings",
     "check_redis",
     "client_from_url",
+    "cluster_client",
+    "cluster_enabled",
     "connect",
+    "open_client",
     "parse_redis_url",
     "redact_url",
     "translate_redis_error",
 ]
+
+REDIS_ERRORS = (rexc.RedisError, rexc.RedisClusterException, OSError)
+"""What a Redis call may raise (``RedisClusterException`` is not a ``RedisError``)."""
 
 DEFAULT_CONNECT_TIMEOUT = 2.0
 DEFAULT_SOCKET_TIMEOUT = 2.0
@@ -61,12 +70,14 @@ _BOOL = {
     "off": False,
 }
 _CERT_REQS = ("none", "optional", "required")
+_CLUSTER_MODES = ("auto", "yes", "no")
 _QUERY_OPTIONS = frozenset(
     {
         "db",
         "socket_timeout",
         "socket_connect_timeout",
         "client_name",
+        "cluster",
         "ssl_ca_certs",
         "ssl_certfile",
         "ssl_keyfile",
@@ -99,6 +110,7 @@ class RedisSettings:
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
     socket_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     client_name: str | None = None
+    cluster: str = "auto"  # auto | yes | no
     display: str = ""  # the URL with the password masked, for messages
 
     def client_kwargs(self) -> dict[str, Any]:
@@ -227,6 +239,12 @@ def parse_redis_url(url: str) -> RedisSettings:
             kw[name] = _number(url, name, opts[name], lo=0.001, hi=3600.0)
     if "client_name" in opts:
         kw["client_name"] = opts["client_name"] or None
+    if "cluster" in opts:
+        mode = opts["cluster"].lower()
+        mode = {"true": "yes", "1": "yes", "false": "no", "0": "no"}.get(mode, mode)
+        if mode not in _CLUSTER_MODES:
+            raise _bad(url, f"cluster must be auto, yes or no, got {opts['cluster']!r}")
+        kw["cluster"] = mode
 
     tls_opts = _TLS_OPTIONS & opts.keys()
     if tls_opts and not tls:
@@ -270,6 +288,66 @@ def client_from_url(url: str | RedisSettings, **overrides: Any) -> redis.Redis:
     return redis.Redis(**kwargs)
 
 
+def cluster_enabled(client: redis.Redis) -> bool:
+    """Ask one node whether it is part of a cluster (``INFO cluster``).
+
+    A user without INFO rights gets False: say ``?cluster=yes`` in the URL then.
+    """
+    try:
+        info = client.info("cluster")
+    except rexc.ResponseError:
+        return False
+    return bool(int(info.get("cluster_enabled", 0) or 0))
+
+
+def cluster_client(settings: RedisSettings, **overrides: Any) -> RedisCluster:
+    """A ``RedisCluster`` seeded with the node ``settings`` names (connects now).
+
+    Raises:
+        ConfigError: the URL names a db other than 0 or a unix socket.
+    """
+    if settings.unix_path is not None:
+        raise ConfigError(f"{settings.display}: a Redis Cluster is reached over TCP, not unix://")
+    if settings.db != 0:
+        raise ConfigError(
+            f"{settings.display}: a Redis Cluster has only db 0, got db {settings.db}"
+        )
+    kw = settings.client_kwargs()
+    # A cluster client follows MOVED/ASK and refreshes its slot map by retrying, so
+    # its own retry policy stays; the db is always 0.
+    for name in ("db", "retry", "unix_socket_path"):
+        kw.pop(name, None)
+    kw.update(overrides)
+    return RedisCluster(**kw)
+
+
+def open_client(url: str | RedisSettings, **overrides: Any) -> redis.Redis | RedisCluster:
+    """A client for ``url``: ``RedisCluster`` when the node is in a cluster (I/O now).
+
+    With ``?cluster=auto`` (the default) the node is asked ``INFO cluster``; with
+    ``yes``/``no`` it is not.
+
+    Raises:
+        ConfigError: the URL is invalid.
+        redis.RedisError, OSError: the node could not be asked (translate at the caller).
+    """
+    settings = url if isinstance(url, RedisSettings) else parse_redis_url(url)
+    if settings.cluster == "yes":
+        return cluster_client(settings, **overrides)
+    client = client_from_url(settings, **overrides)
+    if settings.cluster == "no" or settings.unix_path is not None:
+        return client
+    try:
+        enabled = cluster_enabled(client)
+    except BaseException:
+        client.close()
+        raise
+    if not enabled:
+        return client
+    client.close()
+    return cluster_client(settings, **overrides)
+
+
 def _target(where: str | RedisSettings | None) -> str:
     if isinstance(where, RedisSettings):
         return where.display or f"{where.host}:{where.port}"
@@ -297,6 +375,13 @@ def translate_redis_error(
         ("NOAUTH", "WRONGPASS", "NOPERM")
     ):
         return PublishError(f"Redis refused credentials{at}: {exc}")
+    if isinstance(exc, (rexc.MovedError, rexc.AskError)):
+        return PublishError(
+            f"Redis{at} is a Redis Cluster node and this client is not cluster-aware "
+            f"({type(exc).__name__}: {exc}); use a RedisCluster client or ?cluster=yes"
+        )
+    if isinstance(exc, (rexc.ClusterDownError, rexc.TryAgainError, rexc.RedisClusterException)):
+        return UnreachableError(f"Redis Cluster{at} is not serving: {exc}")
     if isinstance(exc, (rexc.ConnectionError, rexc.TimeoutError, OSError)):
         return UnreachableError(f"Redis unreachable{at}: {exc}")
     if isinstance(exc, rexc.BusyLoadingError):
@@ -332,7 +417,7 @@ def check_redis(
         client.close()
 
 
-def connect(url: str, *, check: bool = True, **overrides: Any) -> redis.Redis:
+def connect(url: str, *, check: bool = True, **overrides: Any) -> redis.Redis | RedisCluster:
     """Return a client for ``url``, PINGed once so problems surface here as one line.
 
     For CLI commands (``hotkeyd top``, ``watch``, ``check``) and the client SDK, which
@@ -344,11 +429,14 @@ def connect(url: str, *, check: bool = True, **overrides: Any) -> redis.Redis:
         PublishError: authentication or ACL failure.
     """
     settings = parse_redis_url(url)
-    client = client_from_url(settings, **overrides)
+    try:
+        client = open_client(settings, **overrides)
+    except REDIS_ERRORS as exc:
+        raise translate_redis_error(exc, settings) from exc
     if check:
         try:
             client.ping()
-        except (rexc.RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             client.close()
             raise translate_redis_error(exc, settings) from exc
     return client

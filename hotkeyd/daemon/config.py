@@ -76,6 +76,11 @@ class Settings:
     )
     namespace: str = option("hotkeyd", "Prefix of every Redis name.")
     channel: str | None = option(None, "Events channel [default: <namespace>:events].")
+    sharded_pubsub: bool = option(
+        False,
+        "SPUBLISH instead of PUBLISH (Redis >= 7): on a cluster only the channel's shard "
+        "carries the messages. Applications must use Namespace(sharded=True).",
+    )
     instance: str | None = option(None, "Instance id [default: host-pid-random].")
     rules: str | None = option(None, "Rules TOML file (SIGHUP reloads).")
     window: float = same_setting("window")

@@ -75,7 +75,11 @@ class Service:
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.instance = settings.instance or default_instance_id()
-        self.namespace = Namespace(prefix=settings.namespace, channel_override=settings.channel)
+        self.namespace = Namespace(
+            prefix=settings.namespace,
+            channel_override=settings.channel,
+            sharded=settings.sharded_pubsub,
+        )
         self.rules: RuleSet = load_rules(settings.rules) if settings.rules else RuleSet.default()
         self.detector = Detector(
             settings.detector,

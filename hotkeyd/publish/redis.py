@@ -3,13 +3,20 @@
 ``publish()`` only updates the in-memory hot set and appends the message to a bounded
 queue; a background thread does all network I/O. Each send is one ``MULTI/EXEC``::
 
-    SET   <prefix>:snapshot:<instance> <snapshot JSON> PX <expiry>
-    ZADD  <prefix>:instances <now> <instance>
-    PUBLISH <channel> <message JSON>      (one per queued message)
+    SET   {<prefix>}:snapshot:<instance> <snapshot JSON> PX <expiry>
+    ZADD  {<prefix>}:instances <now> <instance>
+    PUBLISH <channel> <message JSON>      (one per queued message; SPUBLISH when sharded)
 
 Because the three are atomic, a client that SUBSCRIBEs first and then GETs the snapshot
 sees a snapshot whose ``seq`` covers every message it may have missed; it drops
 buffered messages with ``seq <=`` the snapshot's and applies the rest.
+
+On a Redis Cluster (detected from the URL's node, see :mod:`hotkeyd.conn.cluster`) the
+SET and ZADD share the ``{prefix}`` slot and stay one MULTI/EXEC, and the messages
+follow in one pipelined round trip right after it: a cluster transaction cannot hold a
+PUBLISH. The order keeps the guarantee above (the snapshot is never behind a message a
+client could have seen), and a publish that fails after the snapshot was written is
+healed like any failure: by a full republish, or by the client's gap resync.
 
 Failure handling, in one place:
 
@@ -38,13 +45,12 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import redis
-import redis.exceptions as rexc
-
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.conn.cluster import AnyRedis, is_cluster, publish_many
 from hotkeyd.conn.redis import (
+    REDIS_ERRORS,
     RedisSettings,
-    client_from_url,
+    open_client,
     parse_redis_url,
     translate_redis_error,
 )
@@ -90,7 +96,7 @@ class RedisPublisher:
 
     def __init__(
         self,
-        url_or_client_factory: str | Callable[[], redis.Redis],
+        url_or_client_factory: str | Callable[[], AnyRedis],
         namespace: Namespace | None = None,
         instance: str | None = None,
         clock: Clock | None = None,
@@ -112,7 +118,7 @@ class RedisPublisher:
         self._target: str | RedisSettings | None
         if isinstance(url_or_client_factory, str):
             settings = parse_redis_url(url_or_client_factory)
-            self._factory: Callable[[], redis.Redis] = lambda: client_from_url(settings)
+            self._factory: Callable[[], AnyRedis] = lambda: open_client(settings)
             self._target = settings
         else:
             self._factory = url_or_client_factory
@@ -135,7 +141,7 @@ class RedisPublisher:
         self._pending_final = False
         self._backoff = Backoff(backoff_base, backoff_cap, rng)
         self._limiter = RateLimitedLog(logger, log_interval, clock.monotonic)
-        self._client: redis.Redis | None = None
+        self._client: AnyRedis | None = None
         self._connected = False
         self._last_error: str | None = "not started"
         self.unsent = 0  # messages still queued when close() gave up (set by close)
@@ -274,7 +280,7 @@ class RedisPublisher:
                 if time.monotonic() >= next_heartbeat and not self._stopping:
                     self._heartbeat()
                     next_heartbeat = time.monotonic() + self.heartbeat
-            except (rexc.RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 retry_at = time.monotonic() + self._backoff.next_delay()
                 self._on_failure(exc, batch)
                 continue
@@ -287,19 +293,26 @@ class RedisPublisher:
             retry_at = 0.0
         self._shutdown()
 
-    def _client_or_connect(self) -> redis.Redis:
+    def _client_or_connect(self) -> AnyRedis:
         if self._client is None:
             self._client = self._factory()
         return self._client
 
     def _send(self, batch: list[Message], snapshot: Message, version: int) -> None:
         client = self._client_or_connect()
+        ns = self.namespace
         pipe = client.pipeline(transaction=True)
         pipe.set(self._snapshot_key, snapshot.dumps(), px=int(self.expiry * 1000))
-        pipe.zadd(self.namespace.instances, {self.instance: self._clock.time()})
-        for msg in batch:
-            pipe.publish(self.namespace.channel, msg.dumps())
-        pipe.execute()
+        pipe.zadd(ns.instances, {self.instance: self._clock.time()})
+        payloads = [msg.dumps() for msg in batch]
+        if is_cluster(client):  # a cluster transaction cannot PUBLISH: right after it
+            pipe.execute()
+            publish_many(client, ns.channel, payloads, sharded=ns.sharded)
+        else:
+            command = "SPUBLISH" if ns.sharded else "PUBLISH"
+            for payload in payloads:
+                pipe.execute_command(command, ns.channel, payload)
+            pipe.execute()
         self._written_version = version
         self._metrics.notifications.labels(_LABEL).inc(len(batch))
 
@@ -367,7 +380,7 @@ class RedisPublisher:
                 pipe.delete(self._snapshot_key)
                 pipe.zrem(self.namespace.instances, self.instance)
                 pipe.execute()
-            except (rexc.RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 logger.info(
                     "hotkeyd: could not remove snapshot on close: %s",
                     translate_redis_error(exc, self._target),
@@ -387,5 +400,5 @@ class RedisPublisher:
     def _close_client(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            with contextlib.suppress(rexc.RedisError, OSError):
+            with contextlib.suppress(*REDIS_ERRORS):
                 client.close()

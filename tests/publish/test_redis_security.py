@@ -93,7 +93,7 @@ def test_acl_user_good_bad_and_missing_permission(
         "hotkeyd",
         "on",
         ">pub-pw",
-        f"~{prefix}:*",
+        f"~{{{prefix}}}:*",
         f"&{prefix}:*",
         "+ping",
         "+multi",

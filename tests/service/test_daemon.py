@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hotkeyd.testing import RedisServer
+from hotkeyd.wire import Namespace
 
 from .daemon import Daemon, Listener
 
@@ -325,7 +326,7 @@ def test_publisher_runs_with_the_documented_minimal_acl_user(
     admin = redis_py.Redis.from_url(redis_server.url)
     ns = f"acl{unique}"
     admin.execute_command(
-        "ACL", "SETUSER", "hkpub", "on", ">pw", f"~{ns}:*", f"&{ns}:*", *PUBLISHER_ACL.split()
+        "ACL", "SETUSER", "hkpub", "on", ">pw", f"~{{{ns}}}:*", f"&{ns}:*", *PUBLISHER_ACL.split()
     )
     url = f"redis://hkpub:pw@127.0.0.1:{redis_server.port}/0"
     listener = Listener(redis_server.url, f"{ns}:events")
@@ -333,7 +334,8 @@ def test_publisher_runs_with_the_documented_minimal_acl_user(
         with Daemon("--redis-url", url, "--namespace", ns) as d:
             d.feed_rate({b"item:3": 3000.0}, 1.2)
             assert listener.wait_for(lambda: b"item:3" in listener.hot_keys(), 3)
-            assert admin.get(f"{ns}:snapshot:" + listener.messages[-1][1].instance) is not None
+            instance = listener.messages[-1][1].instance
+            assert admin.get(Namespace(ns).snapshot(instance)) is not None
             assert d.metric("hotkeyd_publish_failures_total") == 0
             assert d.stop() == 0
     finally:
@@ -502,5 +504,5 @@ def test_a_source_failing_at_start_leaves_no_live_snapshot(redis_server: RedisSe
     time.sleep(1.5)  # longer than a heartbeat
     assert not [t for t in threading.enumerate() if t.name.startswith("hotkeyd-publish")]
     r = redis_py.Redis.from_url(redis_server.url)
-    assert not r.exists("hotkeyd:snapshot:half")
-    assert b"half" not in r.zrange("hotkeyd:instances", 0, -1)
+    assert not r.exists(Namespace().snapshot("half"))
+    assert b"half" not in r.zrange(Namespace().instances, 0, -1)

@@ -1,0 +1,80 @@
+"""Redis Cluster: client types, and publishing to a node *or* a cluster.
+
+A URL names one node. :func:`hotkeyd.conn.redis.open_client` asks that node ``INFO cluster`` and, when it says
+``cluster_enabled:1``, returns a ``redis.cluster.RedisCluster`` that discovers the other
+nodes and follows MOVED/ASK; otherwise a plain ``redis.Redis``. The URL option
+``?cluster=yes`` (or ``no``) skips the question, for a user without INFO rights.
+
+Everything hotkeyd stores shares one hash tag (``{prefix}``, see
+:class:`hotkeyd.wire.Namespace`), so each of the daemon's MULTI/EXEC stays in one slot.
+PUBLISH is the only command that a cluster pipeline refuses; :func:`publish_many` sends
+a batch of messages to one node in one round trip instead (PUBLISH reaches every node
+over the cluster bus; SPUBLISH goes to the node that owns the channel's slot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import redis
+import redis.asyncio as aredis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
+
+from hotkeyd.conn.redis import cluster_client, cluster_enabled, open_client
+
+__all__ = [
+    "AnyAsyncRedis",
+    "AnyRedis",
+    "AsyncRedisCluster",
+    "RedisCluster",
+    "cluster_client",
+    "cluster_enabled",
+    "is_cluster",
+    "open_client",
+    "publish",
+    "publish_many",
+]
+
+AnyRedis: TypeAlias = "redis.Redis | RedisCluster"
+AnyAsyncRedis: TypeAlias = "aredis.Redis | AsyncRedisCluster"
+
+
+def is_cluster(client: Any) -> bool:
+    """True for a sync or asyncio ``RedisCluster`` client."""
+    return isinstance(client, (RedisCluster, AsyncRedisCluster))
+
+
+def _command(sharded: bool) -> str:
+    return "SPUBLISH" if sharded else "PUBLISH"
+
+
+def publish(client: Any, channel: str, payload: bytes, *, sharded: bool = False) -> Any:
+    """PUBLISH (or SPUBLISH) one message through a sync client, cluster or not."""
+    return client.execute_command(_command(sharded), channel, payload)
+
+
+def publish_many(
+    client: AnyRedis, channel: str, payloads: Sequence[bytes], *, sharded: bool = False
+) -> None:
+    """Send ``payloads`` in order, in one round trip, to a node or a cluster.
+
+    On a cluster they go to one node: the channel's slot owner for SPUBLISH, the
+    client's default node for PUBLISH (the cluster bus forwards it to every node).
+    """
+    if not payloads:
+        return
+    command = _command(sharded)
+    if isinstance(client, RedisCluster):
+        node = client.get_node_from_key(channel) if sharded else client.get_default_node()
+        if node is None:
+            raise RedisClusterException(f"no cluster node serves channel {channel!r}")
+        target: redis.Redis = client.get_redis_connection(node)
+    else:
+        target = client
+    pipe = target.pipeline(transaction=False)
+    for payload in payloads:
+        pipe.execute_command(command, channel, payload)
+    pipe.execute()
