@@ -12,14 +12,15 @@ from typing import Any, Literal
 
 import redis.exceptions as rexc
 
-from hotkeyd.client.idempotency.keys import MAX_KEY_LENGTH, check_key, fingerprint, record_digest
+from hotkeyd.client.idempotency.keys import check_key, fingerprint, record_digest
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
+from hotkeyd.client.idempotency.store import StoredFinal
 from hotkeyd.conn.redis import translate_redis_error
-from hotkeyd.errors import ConfigError, IdempotencyUnavailable
+from hotkeyd.errors import ConfigError, DuplicateCompletionError, IdempotencyUnavailable
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Namespace
 
-__all__ = ["REDIS_ERRORS", "FailMode", "GuardSettings", "Prepared"]
+__all__ = ["REDIS_ERRORS", "FailMode", "GuardSettings", "Prepared", "duplicate", "from_store"]
 
 logger = logging.getLogger("hotkeyd.client.idempotency")
 FailMode = Literal["closed", "open"]
@@ -52,7 +53,9 @@ class GuardSettings:
         namespace: Redis names (records are ``<prefix>:idem:<digest>``).
         scope: a name that separates key spaces (e.g. per service or route).
         audit_maxlen: approximate cap of the audit stream; 0 turns auditing off.
-        max_key_length: longest key accepted (characters).
+        max_key_length: longest key accepted (characters). Keys built by the
+            application (``operation_key``, ``gateway_key``) may be longer than the
+            255 a client may send in an Idempotency-Key header (checked by the middleware).
         on_error: ``"closed"`` (default): a broken Redis raises
             :class:`~hotkeyd.errors.IdempotencyUnavailable` and nothing runs;
             ``"open"``: the operation runs unguarded (duplicates possible) and the
@@ -64,7 +67,7 @@ class GuardSettings:
     namespace: Namespace = field(default_factory=Namespace)
     scope: str = ""
     audit_maxlen: int = 10_000
-    max_key_length: int = MAX_KEY_LENGTH
+    max_key_length: int = 1024
     on_error: FailMode = "closed"
 
     def __post_init__(self) -> None:
@@ -136,3 +139,24 @@ class GuardSettings:
         )
         record = p.record
         return Begin(Outcome.NEW, lease=Lease(p.key, record, 0, p.fingerprint, guarded=False))
+
+    def final_of(self, lease: Lease, result: bytes, failed: bool) -> StoredFinal:
+        """The durable store's row for a completion."""
+        digest = record_digest(self.scope, lease.key)
+        return StoredFinal(digest, lease.key, lease.fingerprint, failed, lease.token, result)
+
+
+def from_store(stored: StoredFinal, p: Prepared) -> Begin:
+    """What ``begin`` answers when Redis had no record but the store has a final one."""
+    if stored.fingerprint != p.fingerprint:
+        return Begin(Outcome.MISMATCH)
+    return Begin(Outcome.DONE, result=stored.result, failed=stored.failed)
+
+
+def duplicate(lease: Lease, winner: StoredFinal) -> DuplicateCompletionError:
+    """The error for a completion the store's unique key refused."""
+    return DuplicateCompletionError(
+        f"idempotency key {lease.key!r} was completed twice (Redis lost its record); "
+        "the first result is kept",
+        stored=winner.result,
+    )

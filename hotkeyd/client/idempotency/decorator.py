@@ -85,7 +85,7 @@ def idempotent(
             try:
                 value = fn(*args, **kwargs)
             except BaseException:
-                guard._release_quietly(b.lease)
+                guard.abandon(b.lease)
                 raise
             guard.complete(b.lease, encode(value))
             return value

@@ -25,12 +25,18 @@ import redis
 
 from hotkeyd.backoff import Backoff
 from hotkeyd.client.idempotency import scripts
-from hotkeyd.client.idempotency.core import REDIS_ERRORS, Fingerprint, GuardSettings, Prepared
-from hotkeyd.client.idempotency.keys import record_digest
+from hotkeyd.client.idempotency.core import (
+    REDIS_ERRORS,
+    Fingerprint,
+    GuardSettings,
+    Prepared,
+    duplicate,
+    from_store,
+)
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome, parse_begin, parse_fenced
-from hotkeyd.client.idempotency.store import DurableStore, StoredFinal
+from hotkeyd.client.idempotency.store import DurableStore
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.errors import ClientError, DuplicateCompletionError, IdempotencyError
+from hotkeyd.errors import ClientError, IdempotencyError
 
 __all__ = ["IdempotencyGuard"]
 
@@ -103,15 +109,16 @@ class IdempotencyGuard:
         try:  # Redis has no record: did it forget a final result (failover, restart)?
             stored = self.store.get(p.digest)
         except Exception as exc:
-            self._release_quietly(b.lease)
+            self.abandon(b.lease)
             return self.settings.failed(exc, "store lookup", p)
         if stored is None:
             return b
-        if stored.fingerprint != p.fingerprint:
-            self._release_quietly(b.lease)
-            return Begin(Outcome.MISMATCH)
-        self._write_redis(b.lease, stored.result, stored.failed)  # Redis learns it again
-        return Begin(Outcome.DONE, result=stored.result, failed=stored.failed)
+        answer = from_store(stored, p)
+        if answer.outcome is Outcome.DONE:  # Redis learns it again
+            self._write_redis(b.lease, stored.result, stored.failed)
+        else:
+            self.abandon(b.lease)
+        return answer
 
     def claim(self, key: str) -> Lease | None:
         """Take over ``key`` if it is PROCESSING past its lease (for :func:`recover`).
@@ -143,20 +150,14 @@ class IdempotencyGuard:
         self._write_redis(lease, result, failed)
         if self.store is None:
             return
-        digest = record_digest(self.settings.scope, lease.key)
-        final = StoredFinal(digest, lease.key, lease.fingerprint, failed, lease.token, result)
         try:
-            winner = self.store.put(final)
+            winner = self.store.put(self.settings.final_of(lease, result, failed))
         except Exception as exc:
             self.settings.failed(exc, "store write", lease)
             return
         if winner.token != lease.token:
             self._write_redis(lease, winner.result, winner.failed, repair=True)
-            raise DuplicateCompletionError(
-                f"idempotency key {lease.key!r} was completed twice (Redis lost its record); "
-                "the first result is kept",
-                stored=winner.result,
-            )
+            raise duplicate(lease, winner)
 
     def fail(self, lease: Lease, result: bytes = b"") -> None:
         """Record a final failure that retries must see too (e.g. payment declined)."""
@@ -193,7 +194,7 @@ class IdempotencyGuard:
             return
         parse_fenced(reply, what, lease)
 
-    def _release_quietly(self, lease: Lease) -> None:
-        # lost, or Redis down in closed mode: the lease expires anyway
+    def abandon(self, lease: Lease) -> None:
+        """Release, ignoring a lost lease or an outage (the lease runs out anyway)."""
         with contextlib.suppress(IdempotencyError):
             self.release(lease)

@@ -1,0 +1,126 @@
+"""WSGI middleware honouring the Idempotency-Key header (Flask, Django, any WSGI app).
+
+::
+
+    app.wsgi_app = IdempotencyWSGIMiddleware(app.wsgi_app, guard=IdempotencyGuard(r),
+                                             policy=HttpPolicy(required={"/order"}))
+
+Status codes: see :mod:`hotkeyd.client.idempotency.http`.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+from hotkeyd.client.idempotency.guard import IdempotencyGuard
+from hotkeyd.client.idempotency.http import (
+    GuardedApp,
+    Request,
+    Response,
+    encode_response,
+    error_response,
+    failure,
+    refusal,
+)
+from hotkeyd.client.idempotency.outcome import Outcome
+from hotkeyd.errors import IdempotencyError
+
+__all__ = ["IdempotencyWSGIMiddleware"]
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+
+class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
+    """Guard requests that carry an Idempotency-Key (see the module docstring).
+
+    Args: see :class:`~hotkeyd.client.idempotency.http.GuardedApp`.
+    """
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        req = _request(environ)
+        pol = self.policy
+        if not pol.guarded(req):
+            return self.app(environ, start_response)
+        try:
+            key = pol.key_of(req)
+            if key is None:
+                if pol.requires(req):
+                    return _send(
+                        start_response, error_response(400, f"this route needs {pol.header}")
+                    )
+                return self.app(environ, start_response)
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            if length > pol.max_body:
+                return _send(
+                    start_response, error_response(413, f"request body over {pol.max_body} bytes")
+                )
+            body = environ["wsgi.input"].read(length) if length > 0 else b""
+            b = self.guard.begin(key, pol.fingerprint_of(req, body), wait=pol.wait)
+        except ValueError as exc:
+            if isinstance(exc, IdempotencyError):
+                return _send(start_response, failure(exc))
+            return _send(start_response, error_response(400, "bad Content-Length"))
+        except IdempotencyError as exc:
+            return _send(start_response, failure(exc))
+        if b.outcome is not Outcome.NEW or b.lease is None:
+            return _send(start_response, refusal(b))
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        try:
+            resp = _run(self.app, environ)
+        except BaseException:
+            self.guard.abandon(b.lease)
+            raise
+        if resp.status >= 500:
+            self.guard.abandon(b.lease)
+        else:
+            try:
+                self.guard.complete(b.lease, encode_response(resp))
+            except IdempotencyError as exc:
+                note = f"not recorded: {type(exc).__name__}"
+                resp = Response(
+                    resp.status, [*resp.headers, ("Idempotency-Warning", note)], resp.body
+                )
+        return _send(start_response, resp)
+
+
+def _request(environ: Environ) -> Request:
+    headers = {
+        k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")
+    }
+    path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+    return Request(environ.get("REQUEST_METHOD", "GET"), path, headers)
+
+
+def _run(app: WSGIApp, environ: Environ) -> Response:
+    captured: dict[str, Any] = {}
+    written: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        captured["status"] = int(status.split(" ", 1)[0])
+        captured["headers"] = list(headers)
+        return written.append
+
+    result = app(environ, start_response)
+    try:
+        for chunk in result:
+            written.append(chunk)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    return Response(captured.get("status", 500), captured.get("headers", []), b"".join(written))
+
+
+def _send(start_response: StartResponse, resp: Response) -> list[bytes]:
+    try:
+        reason = HTTPStatus(resp.status).phrase
+    except ValueError:
+        reason = "Unknown"
+    start_response(f"{resp.status} {reason}", resp.headers)
+    return [resp.body]

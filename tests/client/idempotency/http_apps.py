@@ -1,0 +1,95 @@
+"""The same tiny order API as a Starlette (ASGI) and a Flask (WSGI) app, for the HTTP tests.
+
+    python http_apps.py uvicorn PORT     # real uvicorn
+    python http_apps.py waitress PORT    # real waitress
+
+Reads REDIS_URL and PREFIX from the environment. ``POST /order`` counts an order in Redis
+and answers 201 with a fresh uuid (so a second run would give other bytes); ``?sleep=S``
+makes it slow after counting. ``/order`` requires an Idempotency-Key, ``/note`` does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+import redis
+
+from hotkeyd.client.idempotency.http import HttpPolicy
+from hotkeyd.wire import Namespace
+
+URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+PREFIX = os.environ.get("PREFIX", "hk-http")
+POLICY = HttpPolicy(
+    required={"/order"}, max_body=4096, user=lambda req: req.headers.get("x-user", "")
+)
+
+
+def _order(body: bytes) -> tuple[int, dict[str, Any]]:
+    n = redis.Redis.from_url(URL).incr(f"{PREFIX}:orders")
+    return 201, {"order": n, "id": uuid.uuid4().hex, "request": json.loads(body or b"{}")}
+
+
+def make_starlette() -> Any:
+    import asyncio
+
+    import redis.asyncio as aioredis
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from hotkeyd.client.idempotency.aioguard import AsyncIdempotencyGuard
+    from hotkeyd.client.idempotency.asgi import IdempotencyMiddleware
+
+    async def order(request: Request) -> JSONResponse:
+        status, obj = _order(await request.body())
+        await asyncio.sleep(float(request.query_params.get("sleep", 0)))
+        return JSONResponse(obj, status_code=status, headers={"x-app": "starlette"})
+
+    app = Starlette(
+        routes=[Route("/order", order, methods=["POST"]), Route("/note", order, methods=["POST"])]
+    )
+    guard = AsyncIdempotencyGuard(
+        aioredis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=10
+    )
+    app.add_middleware(IdempotencyMiddleware, guard=guard, policy=POLICY)
+    return app
+
+
+def make_flask() -> Any:
+    from flask import Flask, request
+
+    from hotkeyd.client.idempotency import IdempotencyGuard
+    from hotkeyd.client.idempotency.wsgi import IdempotencyWSGIMiddleware
+
+    app = Flask(__name__)
+
+    @app.post("/order")
+    @app.post("/note")
+    def order() -> Any:
+        status, obj = _order(request.get_data())
+        time.sleep(float(request.args.get("sleep", 0)))
+        return app.response_class(
+            json.dumps(obj), status, {"content-type": "application/json", "x-app": "flask"}
+        )
+
+    guard = IdempotencyGuard(redis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=10)
+    app.wsgi_app = IdempotencyWSGIMiddleware(app.wsgi_app, guard, POLICY)  # type: ignore[method-assign]
+    return app
+
+
+if __name__ == "__main__":
+    server, port = sys.argv[1], int(sys.argv[2])
+    if server == "uvicorn":
+        import uvicorn
+
+        uvicorn.run(make_starlette(), host="127.0.0.1", port=port, log_level="warning")
+    else:
+        import waitress
+
+        waitress.serve(make_flask(), host="127.0.0.1", port=port, threads=8, _quiet=True)
