@@ -185,42 +185,52 @@ class RecordDecoder:
         """Decode ``records``; return the batches and ``(reason, record)`` for each bad record."""
         buckets: dict[int, _Bucket] = {}
         bad: list[tuple[str, RecordLike]] = []
-        last_b = None
-        cur = _Bucket()
         fmt = self.fmt
         maxlen = self.max_key_len
         for rec in records:
-            ts = rec.timestamp
-            b = ts // BUCKET_MS if ts is not None and ts >= 0 else -1
-            if b != last_b:
-                got = buckets.get(b)
-                if got is None:
-                    got = buckets[b] = _Bucket()
-                cur, last_b = got, b
-            if ts is not None and ts > cur.ts:
-                cur.ts = ts
-            if fmt == "key" or fmt == "raw":
-                k = rec.key if fmt == "key" else rec.value
-                if k is None:
-                    bad.append(("no_key" if fmt == "key" else "empty", rec))
-                elif len(k) > maxlen:
-                    bad.append(("oversized", rec))
-                elif not k:
-                    bad.append(("empty", rec))
-                else:
-                    cur.keys.append(k)
-                continue
-            v = rec.value
-            if not v:
-                bad.append(("empty", rec))
-                continue
-            if fmt == "lines" or (fmt == "reporter" and v[0] != _LBRACE):
-                _append_value(cur.counted if b"\t" in v else cur.plain, v)
-                continue
-            reason = self._decode_json(v, cur)
+            # One record at a time: whatever one record does (deep JSON nesting raising
+            # RecursionError, a broker handing over odd types), it is that record that is
+            # bad; the others of the poll still count.
+            try:
+                reason = self._decode_one(rec, buckets, fmt, maxlen)
+            except Exception:
+                reason = "undecodable"
             if reason is not None:
                 bad.append((reason, rec))
         return self._batches(buckets), bad
+
+    def _decode_one(
+        self, rec: RecordLike, buckets: dict[int, _Bucket], fmt: str, maxlen: int
+    ) -> str | None:
+        """Add one record's accesses to its bucket; return a reason if it is (partly) bad."""
+        ts = rec.timestamp
+        b = ts // BUCKET_MS if ts is not None and ts >= 0 else -1
+        cur = buckets.get(b)
+        if cur is None:
+            cur = buckets[b] = _Bucket()
+        if ts is not None and ts > cur.ts:
+            cur.ts = ts
+        if fmt == "key" or fmt == "raw":
+            k = rec.key if fmt == "key" else rec.value
+            if k is None:
+                return "no_key" if fmt == "key" else "empty"
+            if len(k) > maxlen:
+                return "oversized"
+            if not k:
+                return "empty"
+            cur.keys.append(bytes(k))
+            return None
+        v = rec.value
+        if not v:
+            return "empty"
+        if fmt == "lines" or (fmt == "reporter" and v[0] != _LBRACE):
+            _append_value(cur.counted if b"\t" in v else cur.plain, bytes(v))
+            return None
+        scratch = _Bucket()  # nothing of a JSON value counts unless all of it was read
+        reason = self._decode_json(v, scratch)
+        cur.keys.extend(scratch.keys)
+        cur.counts.extend(scratch.counts)
+        return reason
 
     def _decode_json(self, value: bytes, acc: _Bucket) -> str | None:
         """Add the accesses of one JSON value to ``acc``; return a reason if (partly) bad."""

@@ -167,6 +167,9 @@ class Service:
         if not self.publisher.healthy:
             degraded.append(f"publisher: {self.publisher.last_error or 'unhealthy'}")
         for src in self.sources:
+            stuck = getattr(src, "unhealthy", None)
+            if stuck:
+                reasons.append(f"source {src.name}: {stuck}")
             if getattr(src, "connected", True) is False:
                 degraded.append(f"source {src.name}: not connected")
             err = getattr(src, "error", None)

@@ -14,6 +14,16 @@ marks them acknowledged and the consumer thread commits them on its next turn (w
 ~100 ms), and at once when partitions are revoked. Batches still queued for a revoked
 partition are dropped: the partition's new owner reads them from the committed offset,
 so no record is counted by two daemons.
+
+Faults: a poll that raises (a batch whose codec cannot be decoded, a corrupt batch, a
+fetcher in a bad state) is never retried on the same consumer -- kafka-python's fetcher can
+be left spinning after one -- the consumer is closed and a fresh one resumes from the
+committed offsets after a backoff. A watchdog reports the source unhealthy (``unhealthy``,
+which /healthz turns into a 503) when a poll has not returned for ``stall_after`` seconds.
+Lag is measured by :class:`~hotkeyd.sources.kafka.lag.LagProbe` on a thread of its own,
+so a stuck consumer shows as growing lag rather than a frozen gauge. ``close`` waits at
+most ``close_timeout`` seconds for the consumer thread, so SIGTERM finishes in time even
+when the consumer is stuck.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from hotkeyd.formats import RecordDecoder, RecordLike
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sources.kafka.dlq import DeadLetters
+from hotkeyd.sources.kafka.lag import LagProbe
 
 __all__ = ["KafkaSource"]
 
@@ -64,6 +75,10 @@ class KafkaSource:
         max_queue: decoded poll results (per partition) buffered ahead of the detector.
         commit_interval: seconds between offset commits of acknowledged batches (a crash
             replays at most about this much; revocation and close commit at once).
+        stall_after: seconds a poll may take before the source reports itself unhealthy.
+        close_timeout: seconds ``close`` waits for the consumer thread (leaving the group,
+            final commit); a stuck thread is abandoned after that (it is a daemon thread).
+        lag_every: seconds between two lag measurements (0 disables the probe).
     """
 
     name = "kafka"
@@ -79,6 +94,9 @@ class KafkaSource:
         producer_factory: Callable[..., Any] | None = None,
         max_queue: int = 64,
         commit_interval: float = 0.5,
+        stall_after: float = 30.0,
+        close_timeout: float = 5.0,
+        lag_every: float = _LAG_EVERY,
     ) -> None:
         self.settings = settings
         self._metrics = metrics
@@ -105,12 +123,30 @@ class KafkaSource:
             else None
         )
         self._fetched: dict[Any, int] = {}
+        self._highwater: dict[Any, int] = {}  # tp -> high watermark of the last fetch
         self._lag_at = 0.0
         self._log = RateLimitedLog(logger, _LOG_EVERY, clock.monotonic).log
         self._connected = False
         self._closed = False
         self._down_since: float | bool | None = None  # False: watchdog disabled
         self._down_logged = False
+        self._stall_after = stall_after
+        self._close_timeout = close_timeout
+        self._poll_since: float | None = None  # monotonic start of the poll in progress
+        self._poll_error: str | None = None  # the last poll failure, until a poll succeeds
+        self._lag = (
+            LagProbe(
+                settings,
+                metrics=metrics,
+                assigned=lambda: self._assigned,
+                positions=lambda: dict(self._fetched),
+                highwater=lambda: dict(self._highwater),
+                every=lag_every,
+                consumer_factory=consumer_factory,
+            )
+            if lag_every > 0
+            else None
+        )
 
     # -- Source protocol --------------------------------------------------------------
     def start(self) -> None:
@@ -120,6 +156,8 @@ class KafkaSource:
         logger.info("starting %s", self.settings.describe())
         self._thread = threading.Thread(target=self._run, name="hotkeyd-kafka", daemon=True)
         self._thread.start()
+        if self._lag is not None:
+            self._lag.start()
 
     def next_batch(self, max_wait: float) -> list[Batch]:
         out: list[Batch] = []
@@ -152,11 +190,17 @@ class KafkaSource:
             self._closed = True
             self._cond.notify_all()
         self._stop.set()
+        if self._lag is not None:
+            self._lag.close()
         thread, self._thread = self._thread, None
         if thread is not None:
-            thread.join(timeout=30)
+            thread.join(timeout=self._close_timeout)
             if thread.is_alive():
-                logger.warning("kafka consumer thread did not stop within 30 s")
+                logger.warning(
+                    "kafka consumer thread did not stop within %.1f s; abandoning it "
+                    "(offsets not committed since the last commit are read again)",
+                    self._close_timeout,
+                )
 
     # -- introspection (tests, status pages) ----------------------------------------------
     def assignment(self) -> frozenset[tuple[str, int]]:
@@ -167,6 +211,21 @@ class KafkaSource:
     def connected(self) -> bool:
         """True once a consumer has been created and subscribed."""
         return self._connected
+
+    @property
+    def unhealthy(self) -> str | None:
+        """Why the source is stuck (a poll running for ``stall_after`` s), or None."""
+        since = self._poll_since
+        if since is not None:
+            took = self._clock.monotonic() - since
+            if took >= self._stall_after:
+                return f"kafka poll has not returned for {took:.0f} s"
+        return None
+
+    @property
+    def error(self) -> str | None:
+        """The last poll failure while it repeats (the source is degraded, retrying)."""
+        return self._poll_error
 
     # -- consumer thread ------------------------------------------------------------------
     def _run(self) -> None:
@@ -198,15 +257,26 @@ class KafkaSource:
                 try:
                     self._step()
                     failures = 0
+                    self._poll_error = None
                 except Exception as exc:
+                    # Never poll a consumer that raised again: kafka-python's fetcher can
+                    # be left spinning at 100 % CPU (seen after UnsupportedCodecError). A
+                    # fresh consumer resumes from the committed offsets.
+                    self._poll_since = None
                     failures += 1
+                    self._poll_error = f"poll failed: {type(exc).__name__}: {exc}"[:300]
                     self._metrics.source_errors.labels(source=self.name, kind="poll").inc()
-                    self._log(logging.WARNING, "poll", "kafka: poll failed (%s); retrying", exc)
-                    self._stop.wait(min(0.2 * failures, 5.0))
-                    if failures >= 10:
-                        logger.warning("kafka: %d poll failures in a row; reconnecting", failures)
-                        self._drop_consumer()
-                        failures = 0
+                    wait = min(0.5 * 2 ** min(failures - 1, 6), _MAX_BACKOFF)
+                    self._log(
+                        logging.WARNING,
+                        "poll",
+                        "kafka: poll failed (%s: %s); new consumer in %.1f s",
+                        type(exc).__name__,
+                        exc,
+                        wait,
+                    )
+                    self._drop_consumer()
+                    self._stop.wait(wait)
         finally:
             self._drop_consumer()
             if self._dlq is not None:
@@ -244,7 +314,7 @@ class KafkaSource:
         except Exception as exc:
             logger.warning("kafka: final commit failed: %s", exc)
         try:
-            consumer.close()
+            consumer.close(autocommit=False, timeout_ms=3_000)  # bounded: SIGTERM must finish
         except Exception as exc:
             logger.warning("kafka: closing the consumer failed: %s", exc)
         self._set_assigned(frozenset())
@@ -261,14 +331,16 @@ class KafkaSource:
             else:
                 full = False
         if not full:
+            self._poll_since = self._clock.monotonic()
             polled = consumer.poll(timeout_ms=_POLL_MS)
+            self._poll_since = None
             if polled:
                 self._ingest(polled)
         now = self._clock.monotonic()
         if now - self._lag_at >= _LAG_EVERY:
             self._lag_at = now
             self._watch_connection(consumer, now)
-            self._update_lag(consumer)
+            self._check_positions(consumer)
 
     def _watch_connection(self, consumer: Any, now: float) -> None:
         """Log and count a lost broker connection once per outage.
@@ -353,13 +425,14 @@ class KafkaSource:
                     if off > self._acked.get(tp, -1):
                         self._acked[tp] = off
 
-    def _update_lag(self, consumer: Any) -> None:
-        gauge = self._metrics.consumer_lag
+    def _check_positions(self, consumer: Any) -> None:
+        """Rewind partitions whose position is past the end of the log (lag: LagProbe)."""
         for tp in list(self._assigned):
             try:
                 hw = consumer.highwater(tp)
                 if hw is None:
                     continue
+                self._highwater[tp] = hw
                 pos = self._fetched.get(tp)
                 if pos is None:
                     pos = consumer.position(tp)
@@ -369,8 +442,6 @@ class KafkaSource:
                 continue
             if hw < pos:
                 self._rewind(consumer, tp, pos, hw)
-                continue
-            gauge.labels(topic=tp.topic, partition=str(tp.partition)).set(hw - pos)
 
     def _rewind(self, consumer: Any, tp: Any, pos: int, hw: int) -> None:
         """Our position is past the end of the log: the topic was recreated or truncated.
@@ -401,6 +472,7 @@ class KafkaSource:
         self._assigned = assigned
         for tp in gone:
             self._fetched.pop(tp, None)
+            self._highwater.pop(tp, None)
             with contextlib.suppress(KeyError):
                 self._metrics.consumer_lag.remove(tp.topic, str(tp.partition))
 

@@ -1,0 +1,203 @@
+"""Faults of the Kafka source (issue 14): codecs, poison records, a raising or stuck poll.
+
+Each test runs the real source against a real (Tansu) broker and asserts what was counted,
+lost and reported, in figures.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from typing import Any
+
+import kafka.codec
+import pytest
+from kafka import KafkaConsumer
+from kafka_testutil import create_topic, drain, producer, read_all, settings
+
+from hotkeyd.metrics import Metrics
+from hotkeyd.sources.kafka.source import KafkaSource
+from hotkeyd.testing import KafkaBroker
+
+pytestmark = pytest.mark.integration
+
+CODECS = ["gzip", "snappy", "lz4", "zstd"]
+
+
+def _value(metrics: Metrics, name: str, labels: dict[str, str]) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec_decodes(kafka_broker: KafkaBroker, unique: str, codec: str) -> None:
+    """A compressed batch of each standard codec is counted exactly (kafka-python extras)."""
+    topic = f"acc-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=2)
+    p = producer(kafka_broker.bootstrap, compression_type=codec)
+    for i in range(600):
+        p.send(topic, key=b"hot" if i % 3 else b"k%d" % i)
+    p.flush()
+    p.close()
+    metrics = Metrics()
+    src = KafkaSource(
+        settings(kafka_broker.bootstrap, topic, group=f"g-{unique}", format="key"), metrics=metrics
+    )
+    src.start()
+    counters: dict[int, collections.Counter[bytes]] = {}
+    try:
+        assert drain([src], lambda: sum(counters.get(0, {}).values()) >= 600, counters=counters)
+    finally:
+        src.close()
+    assert counters[0][b"hot"] == 400
+    assert sum(counters[0].values()) == 600
+    assert _value(metrics, "hotkeyd_source_errors_total", {"source": "kafka", "kind": "poll"}) == 0
+
+
+def test_deeply_nested_json_record_is_one_bad_record(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    """RecursionError in one record: that record is malformed and dead-lettered, the rest count.
+
+    Before the fix the whole poll (up to max_poll_records) was lost, uncounted, while the
+    committed offset moved past it (measured: 10 of 1,010 good accesses counted).
+    """
+    topic, dlq = f"acc-{unique}", f"dlq-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=1)
+    create_topic(kafka_broker.bootstrap, dlq, partitions=1)
+    p = producer(kafka_broker.bootstrap)
+    good = json.dumps({"key": "good", "count": 1}).encode()
+    for _ in range(500):
+        p.send(topic, value=good)
+    p.send(topic, value=b"[" * 100_000 + b"]" * 100_000)  # deep nesting: RecursionError
+    for _ in range(510):
+        p.send(topic, value=good)
+    p.flush()
+    p.close()
+    metrics = Metrics()
+    s = settings(kafka_broker.bootstrap, topic, group=f"g-{unique}", format="json", dlq_topic=dlq)
+    src = KafkaSource(s, metrics=metrics)
+    src.start()
+    counters: dict[int, collections.Counter[bytes]] = {}
+    try:
+        assert drain([src], lambda: counters.get(0, {}).get(b"good", 0) >= 1010, counters=counters)
+        drain([src], lambda: False, timeout=1.0, counters=counters)  # nothing more arrives
+    finally:
+        src.close()
+    assert counters[0][b"good"] == 1010
+    bad = _value(
+        metrics, "hotkeyd_source_malformed_total", {"source": "kafka", "reason": "undecodable"}
+    )
+    assert bad == 1
+    forwarded = read_all(kafka_broker.bootstrap, dlq, 1)
+    assert len(forwarded) == 1
+    assert forwarded[0].value.startswith(b"[[[")  # type: ignore[attr-defined]
+    # the committed offset covers all 1,011 records, and nothing was lost on the way
+    c = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, group_id=f"g-{unique}")
+    try:
+        from kafka import TopicPartition
+
+        assert c.committed(TopicPartition(topic, 0)) == 1011
+    finally:
+        c.close()
+
+
+def test_a_poll_that_raises_gets_a_fresh_consumer(
+    kafka_broker: KafkaBroker, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An undecodable batch (codec missing) makes poll raise; the source never re-polls that
+    consumer (its fetcher can spin at 100 % CPU for good), reports the error, and a fresh
+    consumer reads everything once the batch can be decoded."""
+    topic = f"acc-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=1)
+    p = producer(kafka_broker.bootstrap, compression_type="zstd")
+    for _ in range(300):
+        p.send(topic, key=b"z")
+    p.flush()
+    p.close()
+    monkeypatch.setattr(kafka.codec, "zstd", None)  # the fault: a deployment without zstd
+    built: list[Any] = []
+
+    def factory(**kw: Any) -> Any:
+        c = KafkaConsumer(**kw)
+        built.append(c)
+        return c
+
+    metrics = Metrics()
+    s = settings(kafka_broker.bootstrap, topic, group=f"g-{unique}", format="key")
+    src = KafkaSource(s, metrics=metrics, consumer_factory=factory, lag_every=0)
+    src.start()
+    counters: dict[int, collections.Counter[bytes]] = {}
+    poll_errors = metrics.source_errors.labels(source="kafka", kind="poll")
+    try:
+        assert drain([src], lambda: poll_errors._value.get() >= 2, counters=counters, timeout=30)
+        assert src.error is not None and "UnsupportedCodecError" in src.error
+        assert len(built) >= 2  # a new consumer after each failure
+        assert sum(counters.get(0, {}).values()) == 0
+        monkeypatch.undo()  # the codec is back (an operator installed it)
+        assert drain([src], lambda: counters.get(0, {}).get(b"z", 0) >= 300, counters=counters)
+        assert src.error is None
+    finally:
+        src.close()
+    assert counters[0][b"z"] == 300
+    assert all(c._closed for c in built[:-1])  # every failed consumer was closed, not re-polled
+
+
+def test_stuck_poll_is_unhealthy_lag_grows_and_close_is_bounded(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    """A poll that never returns: the watchdog reports it, lag keeps growing, close() is bounded."""
+    topic = f"acc-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=1)
+    hang = threading.Event()
+    release = threading.Event()
+
+    class StuckAfterAssignment(KafkaConsumer):  # type: ignore[misc]
+        def poll(self, *a: Any, **kw: Any) -> Any:
+            if hang.is_set():
+                release.wait(60)  # the fault: a poll that does not return
+            return super().poll(*a, **kw)
+
+    metrics = Metrics()
+    s = settings(kafka_broker.bootstrap, topic, group=f"g-{unique}", format="key")
+    src = KafkaSource(
+        s,
+        metrics=metrics,
+        consumer_factory=StuckAfterAssignment,
+        stall_after=1.5,
+        close_timeout=2.0,
+        lag_every=0.5,
+    )
+    src.start()
+    p = producer(kafka_broker.bootstrap)
+    counters: dict[int, collections.Counter[bytes]] = {}
+    try:
+        assert drain([src], lambda: bool(src.assignment()), counters=counters)
+        for _ in range(50):
+            p.send(topic, key=b"before")
+        p.flush()
+        assert drain([src], lambda: counters.get(0, {}).get(b"before", 0) >= 50, counters=counters)
+        hang.set()
+        time.sleep(0.5)
+        assert src.unhealthy is None or "poll" in src.unhealthy
+        deadline = time.monotonic() + 10
+        while src.unhealthy is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert src.unhealthy is not None and "has not returned" in src.unhealthy
+        for _ in range(30):  # separate batches: Tansu's ListOffsets counts to the last batch
+            for _ in range(10):
+                p.send(topic, key=b"during")
+            p.flush()
+        lag = {"topic": topic, "partition": "0"}
+        deadline = time.monotonic() + 10
+        while _value(metrics, "hotkeyd_kafka_consumer_lag_messages", lag) < 250:
+            assert time.monotonic() < deadline, "lag froze while the consumer was stuck"
+            time.sleep(0.2)
+    finally:
+        t0 = time.monotonic()
+        src.close()
+        took = time.monotonic() - t0
+        release.set()
+        p.close()
+    assert took < 4.0  # close_timeout 2 s (plus the lag probe's 2 s at worst)
