@@ -23,6 +23,7 @@ FULL = [
     ["bench_kafka.py", "--lines-records", "3000", "--key-records", "100000"],
     ["bench_monitor.py", "--repeats", "5"],
     ["bench_client.py"],
+    ["bench_idempotency.py"],
 ]
 QUICK = [
     [
@@ -50,6 +51,7 @@ QUICK = [
     ["bench_kafka.py", "--quick"],
     ["bench_monitor.py", "--quick"],
     ["bench_client.py", "--quick"],
+    ["bench_idempotency.py", "--quick"],
 ]
 
 

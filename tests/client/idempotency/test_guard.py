@@ -152,3 +152,24 @@ def test_bad_settings_are_clear(r: redis.Redis) -> None:
         IdempotencyGuard(r, on_error="maybe")
     with pytest.raises(ConfigError, match="lease"):
         IdempotencyGuard(r, lease=0)
+
+
+def test_one_round_trip_for_begin_and_one_for_complete(r: redis.Redis, ns: Namespace) -> None:
+    guard = IdempotencyGuard(r, namespace=ns)
+    warm = guard.begin("warm", b"x")  # loads the scripts (a first EVALSHA may be NOSCRIPT)
+    assert warm.lease is not None
+    guard.complete(warm.lease, b"r")
+    seen: list[str] = []
+    with r.monitor() as m:
+        watcher = redis.Redis(connection_pool=r.connection_pool)
+        b = guard.begin("k", b"x")
+        assert b.lease is not None
+        guard.complete(b.lease, b"r")
+        watcher.echo("stop")
+        for cmd in m.listen():
+            if cmd["command"].startswith("ECHO"):
+                break
+            name = cmd["command"].split(" ", 1)[0]
+            if cmd.get("client_type") != "lua" and name not in ("HELLO", "CLIENT"):
+                seen.append(name)  # (HELLO: a new pooled connection says hello once)
+    assert seen == ["EVALSHA", "EVALSHA"]
