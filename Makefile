@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers test lint format bench run fuzz clean
+.PHONY: venv install install-dev servers test test-go test-node lint format bench run fuzz clean
 
 venv: $(PY)
 
@@ -49,6 +49,15 @@ test: servers install-dev   ## everything CI runs: native build required, lint, 
 	$(MAKE) lint
 	$(PY) -m pytest
 	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py
+	$(MAKE) test-go test-node
+
+test-go:            ## the Go client (clients/go): vet, race-checked tests, the conformance vectors, a short fuzz run
+	cd clients/go && go vet ./... && go test -race -count=1 ./...
+	cd clients/go && go test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime 10s . && \
+	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s .
+
+test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm test
 
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks

@@ -1,0 +1,361 @@
+package hotkeyd
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is the time source of the hot set and the cache; tests pass a manual clock.
+type Clock interface {
+	// Monotonic returns a monotonic reading in seconds.
+	Monotonic() float64
+}
+
+type systemClock struct{ start time.Time }
+
+func (c systemClock) Monotonic() float64 { return time.Since(c.start).Seconds() }
+
+// SystemClock is the real monotonic clock.
+func SystemClock() Clock { return systemClock{start: time.Now()} }
+
+// ApplyResult says what HotSet.Apply did with a message.
+type ApplyResult int
+
+const (
+	// Applied: the message changed (or refreshed) the hot set.
+	Applied ApplyResult = iota
+	// Stale: its seq was already seen (a duplicate, or covered by a newer snapshot).
+	Stale
+	// Gap: the seq jumped or the instance is unknown: resync from the snapshot, then
+	// apply again with force.
+	Gap
+)
+
+func (r ApplyResult) String() string {
+	return [...]string{"applied", "stale", "gap"}[r]
+}
+
+// HotItem is one hot key as readers see it.
+type HotItem struct {
+	Entry   HotEntry
+	Expires float64 // monotonic seconds
+}
+
+type instanceState struct {
+	seq     int64
+	hasSeq  bool
+	ts      float64
+	final   bool
+	seen    float64
+	keys    map[Key]float64
+	lastAnn map[Key]float64 // when this instance last announced the key (for demand routing)
+}
+
+// HotSetOptions bound the hot set and register listeners.
+type HotSetOptions struct {
+	Clock        Clock
+	MaxKeys      int           // default 100000; new keys beyond it are dropped and counted
+	MaxInstances int           // default 10000
+	ForgetIdle   time.Duration // default 5m: silent instances holding no keys are forgotten
+	MaxTTL       time.Duration // default 10m: a longer announced ttl_ms is capped (forged TTLs)
+	OnHot        func(HotEntry)
+	OnCool       func(Key)
+}
+
+// HotSet is the merged set of keys announced hot by every daemon instance.
+// Reads take a read lock only; Apply and Expire are called by the subscriber.
+type HotSet struct {
+	mu        sync.RWMutex
+	o         HotSetOptions
+	items     map[Key]*HotItem
+	owner     map[Key]string // the instance that most recently announced the key
+	instances map[string]*instanceState
+	dropped   int64
+	forgotten int64
+}
+
+// NewHotSet returns an empty hot set.
+func NewHotSet(o HotSetOptions) *HotSet {
+	if o.Clock == nil {
+		o.Clock = SystemClock()
+	}
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = 100_000
+	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = 10_000
+	}
+	if o.ForgetIdle <= 0 {
+		o.ForgetIdle = 5 * time.Minute
+	}
+	if o.MaxTTL <= 0 {
+		o.MaxTTL = 10 * time.Minute
+	}
+	return &HotSet{o: o, items: map[Key]*HotItem{}, owner: map[Key]string{}, instances: map[string]*instanceState{}}
+}
+
+// Get returns the entry of key if it is hot now.
+func (s *HotSet) Get(k Key) (HotEntry, bool) {
+	s.mu.RLock()
+	it, ok := s.items[k]
+	var e HotEntry
+	if ok {
+		e = it.Entry
+		ok = it.Expires > s.o.Clock.Monotonic()
+	}
+	s.mu.RUnlock()
+	return e, ok
+}
+
+// Owner returns the daemon instance that most recently announced key.
+func (s *HotSet) Owner(k Key) (string, bool) {
+	s.mu.RLock()
+	o, ok := s.owner[k]
+	s.mu.RUnlock()
+	return o, ok
+}
+
+// Keys returns the keys hot now.
+func (s *HotSet) Keys() []Key {
+	now := s.o.Clock.Monotonic()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Key, 0, len(s.items))
+	for k, it := range s.items {
+		if it.Expires > now {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Len is the number of keys held (some may be past their expiry until Expire runs).
+func (s *HotSet) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.items)
+}
+
+// LastSeq returns the last applied sequence number of instance.
+func (s *HotSet) LastSeq(instance string) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.instances[instance]
+	if !ok || !st.hasSeq {
+		return 0, false
+	}
+	return st.seq, true
+}
+
+// Dropped counts announcements refused by the MaxKeys bound.
+func (s *HotSet) Dropped() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.dropped
+}
+
+// Apply applies one message (or snapshot). With force it applies across a gap.
+func (s *HotSet) Apply(msg Message, force bool) ApplyResult {
+	now := s.o.Clock.Monotonic()
+	var turnedHot []HotEntry
+	var cooled []Key
+	s.mu.Lock()
+	st := s.instances[msg.Instance]
+	if msg.Full {
+		if st != nil && st.hasSeq && !newerFull(st, msg) {
+			s.mu.Unlock()
+			return Stale
+		}
+		if st == nil {
+			st = newInstance()
+			s.instances[msg.Instance] = st
+		}
+		old := st.keys
+		st.keys = map[Key]float64{}
+		turnedHot = s.announce(msg.Instance, st, msg, now, turnedHot)
+		for k := range old {
+			if _, still := st.keys[k]; !still {
+				cooled = s.withdraw(k, now, cooled)
+			}
+		}
+	} else {
+		if st != nil && st.hasSeq && msg.Seq <= st.seq {
+			s.mu.Unlock()
+			return Stale
+		}
+		gap := st == nil || !st.hasSeq || msg.Seq != st.seq+1
+		if gap && !force {
+			s.mu.Unlock()
+			return Gap
+		}
+		if st == nil {
+			st = newInstance()
+			s.instances[msg.Instance] = st
+		}
+		turnedHot = s.announce(msg.Instance, st, msg, now, turnedHot)
+		for _, c := range msg.Cool {
+			k := Key{string(c.Key), c.DB}
+			if _, ok := st.keys[k]; ok {
+				delete(st.keys, k)
+				cooled = s.withdraw(k, now, cooled)
+			}
+		}
+	}
+	st.seq, st.hasSeq, st.ts, st.final, st.seen = msg.Seq, true, msg.TS, msg.Final, now
+	if len(s.instances) > s.o.MaxInstances {
+		s.forgetInstances(now, true)
+	}
+	s.mu.Unlock()
+	s.notify(turnedHot, cooled)
+	return Applied
+}
+
+// Expire removes keys whose TTL ran out and forgets idle instances; returns how many cooled.
+func (s *HotSet) Expire() int {
+	now := s.o.Clock.Monotonic()
+	var cooled []Key
+	s.mu.Lock()
+	for _, st := range s.instances {
+		for k, exp := range st.keys {
+			if exp <= now {
+				delete(st.keys, k)
+			}
+		}
+	}
+	for k, it := range s.items {
+		if it.Expires <= now {
+			cooled = s.withdraw(k, now, cooled)
+		}
+	}
+	s.forgetInstances(now, false)
+	s.mu.Unlock()
+	s.notify(nil, cooled)
+	return len(cooled)
+}
+
+// Clear forgets everything (OnCool fires for every key).
+func (s *HotSet) Clear() {
+	s.mu.Lock()
+	cooled := make([]Key, 0, len(s.items))
+	for k := range s.items {
+		cooled = append(cooled, k)
+	}
+	s.items = map[Key]*HotItem{}
+	s.owner = map[Key]string{}
+	s.instances = map[string]*instanceState{}
+	s.mu.Unlock()
+	s.notify(nil, cooled)
+}
+
+func newInstance() *instanceState {
+	return &instanceState{keys: map[Key]float64{}, lastAnn: map[Key]float64{}}
+}
+
+func (s *HotSet) announce(name string, st *instanceState, msg Message, now float64, turned []HotEntry) []HotEntry {
+	maxTTL := s.o.MaxTTL.Seconds()
+	for _, h := range msg.Hot {
+		ttl := float64(h.TTLms) / 1000
+		if ttl > maxTTL {
+			ttl = maxTTL
+		}
+		exp := now + ttl
+		k := Key{string(h.Key), h.DB}
+		it, ok := s.items[k]
+		if !ok {
+			if len(s.items) >= s.o.MaxKeys {
+				s.dropped++
+				continue
+			}
+			s.items[k] = &HotItem{Entry: h, Expires: exp}
+			turned = append(turned, h)
+		} else {
+			it.Entry = h
+			if it.Expires > now && it.Expires > exp {
+				exp = it.Expires
+			}
+			it.Expires = exp
+		}
+		st.keys[k] = now + ttl
+		st.lastAnn[k] = now
+		s.owner[k] = name
+	}
+	return turned
+}
+
+func (s *HotSet) withdraw(k Key, now float64, cooled []Key) []Key {
+	best := 0.0
+	bestOwner := ""
+	for name, st := range s.instances {
+		if exp, ok := st.keys[k]; ok && exp > best {
+			best, bestOwner = exp, name
+		}
+	}
+	it, ok := s.items[k]
+	if !ok {
+		return cooled
+	}
+	if best > now {
+		it.Expires = best
+		s.owner[k] = bestOwner
+		return cooled
+	}
+	delete(s.items, k)
+	delete(s.owner, k)
+	return append(cooled, k)
+}
+
+func (s *HotSet) forgetInstances(now float64, overCap bool) {
+	type idle struct {
+		seen float64
+		name string
+	}
+	var cands []idle
+	for name, st := range s.instances {
+		if len(st.keys) == 0 && (st.final || now-st.seen >= s.o.ForgetIdle.Seconds() || overCap) {
+			cands = append(cands, idle{st.seen, name})
+		}
+	}
+	if overCap {
+		excess := len(s.instances) - s.o.MaxInstances
+		if excess < len(cands) {
+			// forget the longest-silent first
+			for i := 1; i < len(cands); i++ {
+				for j := i; j > 0 && cands[j].seen < cands[j-1].seen; j-- {
+					cands[j], cands[j-1] = cands[j-1], cands[j]
+				}
+			}
+			if excess < 0 {
+				excess = 0
+			}
+			cands = cands[:excess]
+		}
+	}
+	for _, c := range cands {
+		delete(s.instances, c.name)
+	}
+	s.forgotten += int64(len(cands))
+}
+
+func (s *HotSet) notify(turned []HotEntry, cooled []Key) {
+	if s.o.OnHot != nil {
+		for _, e := range turned {
+			s.callSafely(func() { s.o.OnHot(e) })
+		}
+	}
+	if s.o.OnCool != nil {
+		for _, k := range cooled {
+			s.callSafely(func() { s.o.OnCool(k) })
+		}
+	}
+}
+
+func (s *HotSet) callSafely(f func()) {
+	defer func() { _ = recover() }()
+	f()
+}
+
+// newerFull: a higher seq is newer; a lower seq with a later ts is a restarted daemon
+// that kept its instance id.
+func newerFull(st *instanceState, msg Message) bool {
+	return msg.Seq > st.seq || (msg.Seq < st.seq && msg.TS > st.ts)
+}

@@ -1,0 +1,269 @@
+package hotkeyd
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// MaxReportCount caps one key's count in one reporter message (the daemon's limit).
+const MaxReportCount = 1<<32 - 1
+
+// ReporterOptions configure a Reporter.
+type ReporterOptions struct {
+	Brokers       []string
+	Topic         string
+	FlushInterval time.Duration // 100 ms
+	MaxKeys       int           // distinct keys buffered between flushes (100000); more are dropped and counted
+	MaxBytes      int           // per message (256 KiB)
+	// Extra franz-go options (TLS, SASL, client id ...).
+	KafkaOptions []kgo.Opt
+}
+
+// ReporterStats count what the reporter sent and lost.
+type ReporterStats struct {
+	Recorded, Sent, Messages, Dropped, SendErrors int64
+}
+
+// Reporter pre-aggregates key accesses in memory and sends them to Kafka every flush
+// interval, one compact message per partition: "key<TAB>count" lines (the daemon's C
+// fast path) and a JSON batch for keys that cannot travel as lines. Each key goes to
+// partition murmur3_32(key, 0) mod partitions, exactly as every hotkeyd reporter, so all
+// accesses of one key from every app and language reach one daemon of the group.
+// Record never blocks; it is safe for concurrent use.
+type Reporter struct {
+	o      ReporterOptions
+	kc     *kgo.Client
+	mu     sync.Mutex
+	counts map[string]uint64
+	nparts int
+	stats  ReporterStats
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// NewReporter connects a Kafka producer and starts the flusher.
+func NewReporter(o ReporterOptions) (*Reporter, error) {
+	if o.Topic == "" || len(o.Brokers) == 0 {
+		return nil, errors.New("hotkeyd reporter: Brokers and Topic are required")
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = 100_000
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 256 << 10
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(o.Brokers...),
+		kgo.DefaultProduceTopic(o.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+	}, o.KafkaOptions...)
+	kc, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reporter{o: o, kc: kc, counts: map[string]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop()
+	return r, nil
+}
+
+// Record counts n accesses of key.
+func (r *Reporter) Record(key string, n uint64) {
+	atomic.AddInt64(&r.stats.Recorded, int64(n))
+	r.mu.Lock()
+	if c, ok := r.counts[key]; ok || len(r.counts) < r.o.MaxKeys {
+		r.counts[key] = c + n
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	atomic.AddInt64(&r.stats.Dropped, int64(n))
+}
+
+// Stats returns a copy of the counters.
+func (r *Reporter) Stats() ReporterStats {
+	s := &r.stats
+	return ReporterStats{Recorded: atomic.LoadInt64(&s.Recorded), Sent: atomic.LoadInt64(&s.Sent),
+		Messages: atomic.LoadInt64(&s.Messages), Dropped: atomic.LoadInt64(&s.Dropped),
+		SendErrors: atomic.LoadInt64(&s.SendErrors)}
+}
+
+// Close sends what is buffered and closes the producer. Counts that could not be sent
+// are counted in Stats().Dropped.
+func (r *Reporter) Close() error {
+	close(r.stop)
+	<-r.done
+	r.kc.Close()
+	return nil
+}
+
+func (r *Reporter) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.o.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			r.flush(true)
+			return
+		case <-t.C:
+			r.flush(false)
+		}
+	}
+}
+
+func (r *Reporter) partitions(ctx context.Context) int {
+	if r.nparts > 0 {
+		return r.nparts
+	}
+	req := kmsgMetadata(r.o.Topic)
+	resp, err := req.RequestWith(ctx, r.kc)
+	if err != nil || len(resp.Topics) == 0 || resp.Topics[0].ErrorCode != 0 {
+		return 0
+	}
+	r.nparts = len(resp.Topics[0].Partitions)
+	return r.nparts
+}
+
+func (r *Reporter) flush(final bool) {
+	r.mu.Lock()
+	counts := r.counts
+	r.counts = make(map[string]uint64, len(counts))
+	r.mu.Unlock()
+	if len(counts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n := r.partitions(ctx)
+	if n == 0 {
+		r.putBack(counts, final)
+		return
+	}
+	byPart := map[int][]DemandCount{}
+	for k, c := range counts {
+		p := PartitionFor([]byte(k), n)
+		byPart[p] = append(byPart[p], DemandCount{Key: Key{Bytes: k}, N: c})
+	}
+	var wg sync.WaitGroup
+	var fmu sync.Mutex
+	failed := map[int]bool{}
+	for p, items := range byPart {
+		for _, value := range EncodeCounts(items, r.o.MaxBytes) {
+			wg.Add(1)
+			part := p
+			r.kc.Produce(ctx, &kgo.Record{Partition: int32(p), Value: value}, func(_ *kgo.Record, err error) {
+				defer wg.Done()
+				if err != nil {
+					atomic.AddInt64(&r.stats.SendErrors, 1)
+					fmu.Lock()
+					failed[part] = true
+					fmu.Unlock()
+					return
+				}
+				atomic.AddInt64(&r.stats.Messages, 1)
+			})
+		}
+	}
+	wg.Wait()
+	retry := map[string]uint64{}
+	for p, items := range byPart {
+		for _, it := range items {
+			if failed[p] {
+				retry[it.Key.Bytes] = it.N
+			} else {
+				atomic.AddInt64(&r.stats.Sent, int64(it.N))
+			}
+		}
+	}
+	if len(retry) > 0 {
+		r.putBack(retry, final)
+	}
+}
+
+// putBack merges unsent counts into the buffer (bounded), or drops them when closing.
+func (r *Reporter) putBack(counts map[string]uint64, final bool) {
+	if final {
+		for _, c := range counts {
+			atomic.AddInt64(&r.stats.Dropped, int64(c))
+		}
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, c := range counts {
+		if old, ok := r.counts[k]; ok || len(r.counts) < r.o.MaxKeys {
+			r.counts[k] = old + c
+		} else {
+			atomic.AddInt64(&r.stats.Dropped, int64(c))
+		}
+	}
+}
+
+// linesSafe: keys with TAB, CR, LF, empty keys and keys starting with '{' travel as JSON.
+func linesSafe(k string) bool {
+	if k == "" || k[0] == '{' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c == '\t' || c == '\n' || c == '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// EncodeCounts encodes counts as reporter messages of about maxBytes at most, as the
+// Python reporter does: counted lines, then JSON batches {"v":1,"keys":[[key,n],[b64,n,"b64"]]}.
+func EncodeCounts(items []DemandCount, maxBytes int) [][]byte {
+	var out [][]byte
+	var lines bytes.Buffer
+	var odd []any
+	oddSize := 0
+	for _, it := range items {
+		n := it.N
+		if n > MaxReportCount {
+			n = MaxReportCount
+		}
+		k := it.Key.Bytes
+		if linesSafe(k) {
+			line := k + "\t" + strconv.FormatUint(n, 10) + "\n"
+			if lines.Len()+len(line) > maxBytes && lines.Len() > 0 {
+				out = append(out, bytes.Clone(lines.Bytes()))
+				lines.Reset()
+			}
+			lines.WriteString(line)
+			continue
+		}
+		est := len(k)*2 + 24
+		if oddSize+est > maxBytes && len(odd) > 0 {
+			out = append(out, marshal(map[string]any{"v": 1, "keys": odd}))
+			odd, oddSize = nil, 0
+		}
+		if utf8.ValidString(k) {
+			odd = append(odd, []any{k, n})
+		} else {
+			odd = append(odd, []any{base64.StdEncoding.EncodeToString([]byte(k)), n, "b64"})
+		}
+		oddSize += est
+	}
+	if lines.Len() > 0 {
+		out = append(out, bytes.Clone(lines.Bytes()))
+	}
+	if len(odd) > 0 {
+		out = append(out, marshal(map[string]any{"v": 1, "keys": odd}))
+	}
+	return out
+}

@@ -1,0 +1,305 @@
+package hotkeyd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SubscriberStats are the counters of one subscriber.
+type SubscriberStats struct {
+	Messages, Applied, Stale, Gaps, Resyncs, Connects, Reconnects, BadMessages, BadEntries, Invalidations int64
+}
+
+// SubscriberOptions configure a Subscriber. Only Client is required.
+type SubscriberOptions struct {
+	// Client is any go-redis client: *redis.Client, *redis.ClusterClient, a Ring or a
+	// failover client. The subscriber uses its own pub/sub connection, never one of
+	// the app's pooled connections.
+	Client redis.UniversalClient
+	// SnapshotClient reads the daemon's snapshots when the daemon publishes to another
+	// logical database than Client uses (an app on db 3, the daemon on db 0).
+	SnapshotClient redis.UniversalClient
+	Namespace      Namespace
+	HotSet         HotSetOptions
+	// OnInvalidate receives the keys of every invalidation broadcast; nil disables the
+	// invalidation subscription.
+	OnInvalidate func(origin string, keys [][]byte)
+	// OnReset is called after every (re)connect: anything cached before may have
+	// missed invalidations while disconnected.
+	OnReset func()
+	// StaleAfter: instances whose heartbeat is older are ignored at bootstrap (30 s).
+	StaleAfter time.Duration
+	// ResyncEvery re-reads every snapshot periodically (60 s) as a safety net.
+	ResyncEvery time.Duration
+	// MaxMessageBytes: larger messages are dropped and counted (1 MiB).
+	MaxMessageBytes int
+	Logger          *slog.Logger
+}
+
+// Subscriber keeps a HotSet current from the daemon's events channel.
+//
+// Start-up order closes the race between snapshot and stream: subscribe first, wait
+// for the confirmation, then read the snapshots; messages published meanwhile wait in
+// the subscription and are applied afterwards (those already in a snapshot are stale).
+// The same order runs after every reconnect.
+type Subscriber struct {
+	o      SubscriberOptions
+	hot    *HotSet
+	stats  SubscriberStats
+	cancel context.CancelFunc
+	done   chan struct{}
+	ready  chan struct{}
+	once   sync.Once
+	errMu  sync.Mutex
+	err    error
+}
+
+// NewSubscriber builds a subscriber; call Start to run it.
+func NewSubscriber(o SubscriberOptions) *Subscriber {
+	if o.SnapshotClient == nil {
+		o.SnapshotClient = o.Client
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 30 * time.Second
+	}
+	if o.ResyncEvery <= 0 {
+		o.ResyncEvery = 60 * time.Second
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Subscriber{o: o, hot: NewHotSet(o.HotSet), done: make(chan struct{}), ready: make(chan struct{})}
+}
+
+// HotSet is the subscriber's live hot set.
+func (s *Subscriber) HotSet() *HotSet { return s.hot }
+
+// Stats returns a copy of the counters.
+func (s *Subscriber) Stats() SubscriberStats {
+	st := &s.stats
+	return SubscriberStats{
+		Messages: atomic.LoadInt64(&st.Messages), Applied: atomic.LoadInt64(&st.Applied),
+		Stale: atomic.LoadInt64(&st.Stale), Gaps: atomic.LoadInt64(&st.Gaps),
+		Resyncs: atomic.LoadInt64(&st.Resyncs), Connects: atomic.LoadInt64(&st.Connects),
+		Reconnects: atomic.LoadInt64(&st.Reconnects), BadMessages: atomic.LoadInt64(&st.BadMessages),
+		BadEntries: atomic.LoadInt64(&st.BadEntries), Invalidations: atomic.LoadInt64(&st.Invalidations),
+	}
+}
+
+// Start connects, bootstraps from the snapshots and keeps following in a goroutine.
+// It returns once the first bootstrap is done, or the first error that is not worth
+// retrying (wrong password, missing ACL permission), or ctx's error. Transient
+// connection errors are retried in the background with backoff until Close.
+func (s *Subscriber) Start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.run(runCtx)
+	select {
+	case <-s.ready:
+		return nil
+	case <-s.done:
+		return s.Err()
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Err is the error that stopped the subscriber, if any.
+func (s *Subscriber) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// Close stops the subscriber and waits for its goroutine.
+func (s *Subscriber) Close() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+}
+
+func (s *Subscriber) run(ctx context.Context) {
+	defer close(s.done)
+	delay := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if fatal(err) {
+			s.errMu.Lock()
+			s.err = fmt.Errorf("hotkeyd subscriber: %w", err)
+			s.errMu.Unlock()
+			s.o.Logger.Error("hotkeyd subscriber stopped", "err", err)
+			return
+		}
+		atomic.AddInt64(&s.stats.Reconnects, 1)
+		s.o.Logger.Warn("hotkeyd subscriber disconnected; reconnecting", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay + time.Duration(rand.Int64N(int64(delay)/2+1))):
+		}
+		if delay *= 2; delay > 5*time.Second {
+			delay = 5 * time.Second
+		}
+	}
+}
+
+// fatal tells errors that retrying cannot fix.
+func fatal(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH", "WRONGTYPE"} {
+			if len(msg) >= len(p) && msg[:len(p)] == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Subscriber) session(ctx context.Context) error {
+	channels := []string{s.o.Namespace.EventsChannel()}
+	if s.o.OnInvalidate != nil {
+		channels = append(channels, s.o.Namespace.InvalidateChannel())
+	}
+	ps := s.o.Client.Subscribe(ctx, channels...)
+	defer ps.Close()
+	for range channels { // wait for every confirmation before reading snapshots
+		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+			return err
+		}
+	}
+	atomic.AddInt64(&s.stats.Connects, 1)
+	if s.o.OnReset != nil {
+		s.o.OnReset()
+	}
+	if err := s.bootstrap(ctx, nil); err != nil {
+		return err
+	}
+	s.once.Do(func() { close(s.ready) })
+	lastResync := time.Now()
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.hot.Expire()
+		if time.Since(lastResync) >= s.o.ResyncEvery {
+			lastResync = time.Now()
+			if err := s.bootstrap(ctx, nil); err != nil {
+				return err
+			}
+		}
+		if err != nil {
+			var nerr interface{ Timeout() bool }
+			if errors.As(err, &nerr) && nerr.Timeout() {
+				continue
+			}
+			return err
+		}
+		m, ok := msg.(*redis.Message)
+		if !ok {
+			continue
+		}
+		if m.Channel == s.o.Namespace.InvalidateChannel() && s.o.OnInvalidate != nil {
+			origin, keys, derr := DecodeInvalidation([]byte(m.Payload))
+			if derr != nil {
+				atomic.AddInt64(&s.stats.BadMessages, 1)
+				continue
+			}
+			atomic.AddInt64(&s.stats.Invalidations, 1)
+			s.o.OnInvalidate(origin, keys)
+			continue
+		}
+		if err := s.handle(ctx, []byte(m.Payload)); err != nil {
+			return err
+		}
+	}
+}
+
+// handle applies one channel message; content problems are counted, never returned.
+func (s *Subscriber) handle(ctx context.Context, payload []byte) error {
+	atomic.AddInt64(&s.stats.Messages, 1)
+	if len(payload) > s.o.MaxMessageBytes {
+		atomic.AddInt64(&s.stats.BadMessages, 1)
+		return nil
+	}
+	msg, bad, err := DecodeMessage(payload)
+	atomic.AddInt64(&s.stats.BadEntries, int64(bad))
+	if err != nil {
+		atomic.AddInt64(&s.stats.BadMessages, 1)
+		return nil
+	}
+	switch s.hot.Apply(msg, false) {
+	case Applied:
+		atomic.AddInt64(&s.stats.Applied, 1)
+	case Stale:
+		atomic.AddInt64(&s.stats.Stale, 1)
+	case Gap:
+		atomic.AddInt64(&s.stats.Gaps, 1)
+		if err := s.bootstrap(ctx, []string{msg.Instance}); err != nil {
+			return err
+		}
+		if s.hot.Apply(msg, false) == Gap {
+			s.hot.Apply(msg, true) // the snapshot could not close it: TTLs heal the rest
+		}
+		atomic.AddInt64(&s.stats.Applied, 1)
+	}
+	return nil
+}
+
+// bootstrap reads the snapshots of live instances (or of the given ones) with one GET
+// each (snapshot keys may live in different cluster slots).
+func (s *Subscriber) bootstrap(ctx context.Context, instances []string) error {
+	rc := s.o.SnapshotClient
+	if instances == nil {
+		min := float64(time.Now().UnixNano())/1e9 - s.o.StaleAfter.Seconds()
+		ids, err := rc.ZRangeByScore(ctx, s.o.Namespace.Instances(), &redis.ZRangeBy{
+			Min: strconv.FormatFloat(min, 'f', 3, 64), Max: "+inf",
+		}).Result()
+		if err != nil {
+			return err
+		}
+		instances = ids
+	}
+	atomic.AddInt64(&s.stats.Resyncs, 1)
+	for _, inst := range instances {
+		raw, err := rc.Get(ctx, s.o.Namespace.Snapshot(inst)).Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		msg, bad, derr := DecodeMessage(raw)
+		atomic.AddInt64(&s.stats.BadEntries, int64(bad))
+		if derr != nil {
+			atomic.AddInt64(&s.stats.BadMessages, 1)
+			s.o.Logger.Warn("hotkeyd: corrupt snapshot skipped", "instance", inst, "err", derr)
+			continue
+		}
+		msg.Full = true
+		s.hot.Apply(msg, true)
+	}
+	return nil
+}

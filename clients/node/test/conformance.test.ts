@@ -1,0 +1,160 @@
+// The shared conformance vectors (spec/vectors; format in spec/README.md).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
+  HotSet, keyBytes, murmur3, partitionFor, shardOf, SHARD_SEED, type Key, type WireKey,
+} from "../src/index.js";
+
+const SPEC = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "spec", "vectors");
+const load = (name: string) => JSON.parse(readFileSync(join(SPEC, name), "utf8"));
+
+test("keys.json", () => {
+  // Integers beyond 2^53 lose digits in JSON.parse: read them as text.
+  const raw = readFileSync(join(SPEC, "keys.json"), "utf8").replace(/("value":\s*)(-?\d{16,})/g, '$1"$2"');
+  const v = JSON.parse(raw);
+  assert.ok(v.encode.length > 0);
+  for (const c of v.encode) {
+    const i = c.input;
+    const key =
+      i.type === "str" ? i.value
+      : i.type === "int" ? BigInt(String(i.value))
+      : i.type === "float" ? Number(i.value)
+      : i.type === "bytes" ? Buffer.from(i.hex, "hex")
+      : i.value;
+    if (c.error) {
+      assert.throws(() => keyBytes(key), `${c.name}: accepted`);
+      continue;
+    }
+    const b = keyBytes(key);
+    assert.equal(b.toString("hex"), c.bytes_hex, c.name);
+    assert.deepEqual({ ...encodeKey(b) }, c.wire, c.name);
+  }
+  for (const c of v.decode) {
+    if (c.error) assert.throws(() => decodeKey(c.wire), c.name);
+    else assert.equal(decodeKey(c.wire).toString("hex"), c.bytes_hex, c.name);
+  }
+});
+
+test("keys.json: large ints keep every digit", () => {
+  assert.equal(keyBytes(9007199254740993n).toString(), "9007199254740993");
+});
+
+test("partition.json", () => {
+  const v = load("partition.json");
+  const keyOf = (c: { key?: string; enc?: string; key_hex?: string }) =>
+    c.key_hex !== undefined ? Buffer.from(c.key_hex, "hex") : decodeKey({ key: c.key, enc: c.enc });
+  for (const c of v.reporter.cases) {
+    const k = keyOf(c);
+    assert.equal(murmur3(k, 0), c.murmur3);
+    for (const [n, p] of Object.entries(c.partition)) assert.equal(partitionFor(k, Number(n)), p);
+  }
+  for (const c of v.sharded.cases) {
+    const k = keyOf(c);
+    assert.equal(murmur3(k, SHARD_SEED), c.murmur3);
+    for (const [n, s] of Object.entries(c.shard)) assert.equal(shardOf(k, Number(n)), s);
+  }
+});
+
+test("invalidation.json", () => {
+  const v = load("invalidation.json");
+  for (const c of v.decode) {
+    if (c.error) {
+      assert.throws(() => decodeInvalidation(c.payload), c.name);
+      continue;
+    }
+    const { origin, keys } = decodeInvalidation(c.payload);
+    assert.equal(origin, c.origin, c.name);
+    assert.deepEqual(keys.map((k) => k.toString("hex")), c.drops.map((d: WireKey) => decodeKey(d).toString("hex")), c.name);
+  }
+  for (const c of v.encode) {
+    const keys = c.keys_hex.map((h: string) => Buffer.from(h, "hex"));
+    assert.deepEqual(JSON.parse(encodeInvalidation(c.origin, keys)), c.json, c.name);
+  }
+});
+
+const entrySet = (entries: Record<string, unknown>[]) =>
+  new Map(entries.map((e) => [`${e.db ?? 0}/${decodeKey(e).toString("hex")}`, e.n]));
+
+test("demand.json", () => {
+  const v = load("demand.json");
+  for (const c of v.cases) {
+    const reads = c.reads.map((r: { key_hex: string; db: number; n: number; instance: string }) => ({
+      bytes: Buffer.from(r.key_hex, "hex"), db: r.db, n: r.n, instance: r.instance,
+    }));
+    const reps = buildDemandReports(c.app, c.seq, c.ts, c.interval_ms, reads);
+    assert.equal(reps.length, Object.keys(c.messages).length, c.name);
+    for (const r of reps) {
+      const got = JSON.parse(r.payload);
+      const want = c.messages[r.instance];
+      assert.equal(got.seq, r.seq);
+      assert.deepEqual(entrySet(got.entries), entrySet(want.entries), c.name);
+      const strip = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => k !== "entries" && k !== "seq"));
+      assert.deepEqual(strip(got), strip(want), c.name);
+      assert.equal(r.dropped, c.dropped[r.instance], c.name);
+    }
+    if (c.seqs) assert.deepEqual(reps.map((r) => r.seq).sort((a, b) => a - b), [...c.seqs].sort((a: number, b: number) => a - b), c.name);
+  }
+});
+
+test("hotset.json", () => {
+  const v = load("hotset.json");
+  assert.ok(v.cases.length > 0);
+  for (const c of v.cases) {
+    let now = v.start_ms;
+    let became: Key[] = [];
+    let cooled: Key[] = [];
+    const hs = new HotSet({ clock: { now: () => now }, maxTtlMs: 86_400_000 });
+    hs.addListener({ onHot: (e) => became.push(e), onCool: (k) => cooled.push(k) });
+    const store = new Map<string, unknown>();
+    const bootstrap = (only?: string) => {
+      for (const name of [...store.keys()].sort()) {
+        if (only !== undefined && name !== only) continue;
+        try {
+          const m = decodeMessage(JSON.stringify(store.get(name)));
+          m.full = true;
+          hs.apply(m, true);
+        } catch {
+          /* a bad snapshot is skipped */
+        }
+      }
+    };
+    c.steps.forEach((s: Record<string, any>, i: number) => {
+      became = [];
+      cooled = [];
+      let outcome = "";
+      const where = `${c.name} step ${i}`;
+      if (s.op === "snapshot") store.set(s.data.instance, s.data);
+      else if (s.op === "bootstrap") bootstrap();
+      else if (s.op === "advance") {
+        now += s.ms;
+        hs.expire();
+      } else if (s.op === "message") {
+        let msg;
+        try {
+          msg = decodeMessage(s.raw ?? JSON.stringify(s.data));
+        } catch {
+          outcome = "bad";
+        }
+        if (msg) {
+          const r = hs.apply(msg);
+          if (r === "gap") {
+            outcome = "resynced";
+            bootstrap(msg.instance);
+            if (hs.apply(msg) === "gap") hs.apply(msg, true);
+          } else outcome = r;
+        }
+      } else assert.fail(`${where}: unknown op ${s.op}`);
+      if (s.outcome) assert.equal(outcome, s.outcome, where);
+      const withDb = (ks: Key[]) => ks.map((k) => `${k.db}/${k.bytes.toString("hex")}`).sort();
+      const bytesOnly = (ks: Key[]) => ks.map((k) => k.bytes.toString("hex")).sort();
+      const want = (ws: WireKey[]) => ws.map((w) => ({ bytes: decodeKey(w), db: w.db ?? 0 }));
+      if (s.hot) assert.deepEqual(withDb(hs.keys()), withDb(want(s.hot)), `${where}: hot`);
+      if (s.became_hot) assert.deepEqual(bytesOnly(became), bytesOnly(want(s.became_hot)), `${where}: became_hot`);
+      if (s.cooled) assert.deepEqual(bytesOnly(cooled), bytesOnly(want(s.cooled)), `${where}: cooled`);
+    });
+  }
+});

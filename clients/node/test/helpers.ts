@@ -1,0 +1,76 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+    s.on("error", reject);
+  });
+}
+
+export interface RedisServer {
+  port: number;
+  proc: ChildProcess;
+  client(): Redis;
+  stop(): Promise<void>;
+}
+
+/** A throwaway redis-server on a free port: the tests talk to real servers. */
+export async function startRedis(...extra: string[]): Promise<RedisServer> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "hotkeyd-node-"));
+  const bin = process.env.REDIS_SERVER ?? "redis-server";
+  const proc = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extra], {
+    stdio: "ignore",
+  });
+  const clients: Redis[] = [];
+  const probe = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  probe.on("error", () => {});
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      await probe.connect();
+      await probe.ping();
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start (${bin})`);
+      await new Promise((r) => setTimeout(r, 30));
+    }
+  }
+  probe.disconnect();
+  return {
+    port,
+    proc,
+    client() {
+      const c = new Redis({ port, host: "127.0.0.1" });
+      clients.push(c);
+      return c;
+    },
+    async stop() {
+      for (const c of clients) c.disconnect();
+      proc.kill("SIGKILL");
+    },
+  };
+}
+
+export async function commandCalls(c: Redis, command: string): Promise<number> {
+  const info = await c.info("commandstats");
+  const m = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
+  return m ? Number(m[1]) : 0;
+}
+
+export async function waitFor(what: string, timeoutMs: number, cond: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
