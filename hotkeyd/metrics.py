@@ -108,6 +108,31 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # --- demand reports (reads app caches served locally)
+        self.demand_reports = Counter(
+            "hotkeyd_demand_reports_total",
+            "Demand reports received from app caches (valid ones).",
+            registry=r,
+        )
+        self.demand_local = Counter(
+            "hotkeyd_demand_local_accesses_total",
+            "Reads app caches served locally, added to the windows of keys hot here.",
+            registry=r,
+        )
+        self.demand_dropped = Counter(
+            "hotkeyd_demand_reports_dropped_total",
+            "Demand reports dropped, per reason (oversized, malformed, version, "
+            "too_many_entries, bad_entry, overflow).",
+            ["reason"],
+            registry=r,
+        )
+        self.demand_ignored = Counter(
+            "hotkeyd_demand_entries_ignored_total",
+            "Demand report entries ignored (not_hot: the key is not hot here) or capped "
+            "(capped: an absurd count), per reason.",
+            ["reason"],
+            registry=r,
+        )
         # --- detector
         self.ticks = Counter(
             "hotkeyd_detector_ticks_total", "Detector ticks evaluated.", registry=r

@@ -95,6 +95,12 @@ class Settings:
     http_port: int | None = option(
         9108, "HTTP port; 0 picks a free one (--no-http: no endpoint)."
     )  # None disables the HTTP endpoint
+    demand_reports: bool = option(
+        True,
+        "Count the reads app caches served locally (demand reports on "
+        "<namespace>:demand:<instance>; needs --redis-url), so a key stays hot while "
+        "its total demand lasts.",
+    )
     heartbeat: float = option(1.0, "Snapshot refresh interval, seconds.")
     shutdown_timeout: float = option(5.0, "Flush deadline on SIGTERM.")
     monitor_duty: float = option(1.0, "MONITOR duty cycle in (0, 1].")

@@ -31,6 +31,7 @@ from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableE
 from hotkeyd.metrics import Metrics
 from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
 from hotkeyd.sources.base import Source
+from hotkeyd.sources.demand import DemandIntake
 from hotkeyd.wire import HotEntry, Namespace, encode_key
 
 __all__ = ["Service", "ServiceState"]
@@ -109,6 +110,16 @@ class Service:
             self.publisher = StdoutPublisher(
                 stdout or sys.stdout, instance=self.instance, clock=self.clock, metrics=self.metrics
             )
+        # Reads app caches served locally (demand reports): only where apps can send them.
+        self.demand: DemandIntake | None = None
+        if settings.redis_url and settings.demand_reports:
+            self.demand = DemandIntake(
+                settings.redis_url,
+                self.namespace,
+                self.instance,
+                metrics=self.metrics,
+                clock=self.clock,
+            )
         self.state = ServiceState()
         # What other threads (HTTP, demo view) read: replaced whole at each tick, never
         # mutated, so readers never touch the detector's structures mid-update.
@@ -175,6 +186,8 @@ class Service:
             err = getattr(src, "error", None)
             if err is not None:
                 degraded.append(f"source {src.name}: {err}")
+        if self.demand is not None and self.demand.error is not None:
+            degraded.append(f"demand reports: {self.demand.error}")
         status = "unhealthy" if reasons else ("degraded" if degraded else "ok")
         return not reasons, {
             "status": status,
@@ -206,6 +219,8 @@ class Service:
         self.publisher.start()
         for src in self.sources:
             src.start()
+        if self.demand is not None:
+            self.demand.start()
         if self.settings.http_port is not None:
             from hotkeyd.daemon.http import HttpServer
 
@@ -257,6 +272,7 @@ class Service:
                     self._reload.clear()
                     self.reload_rules()
                 got = self._poll_sources(max(0.0, min(self.detector.due(), 0.25)))
+                self._ingest_demand()
                 if self.detector.due() <= 0:
                     self._tick()
                 if not got and self.sources and all(s.exhausted for s in self.sources):
@@ -299,6 +315,14 @@ class Service:
             src.commit()
         return got
 
+    def _ingest_demand(self) -> None:
+        """Add what app caches served locally (drained without waiting) to the windows."""
+        if self.demand is None:
+            return
+        for db, keys, counts in self.demand.drain():
+            added, ignored = self.detector.ingest_served(keys, counts, db)
+            self.demand.counted(added, ignored)
+
     def _tick(self) -> None:
         due_at = self.clock.monotonic()
         late = max(0.0, -self.detector.due())
@@ -338,6 +362,8 @@ class Service:
                 src.close()
             except Exception as exc:
                 logger.debug("closing source %s after a failed start: %s", src.name, exc)
+        if self.demand is not None:
+            self.demand.close()
         try:
             self.publisher.close(timeout=1.0)
         finally:
@@ -352,6 +378,8 @@ class Service:
                 src.close()
             except Exception as exc:  # closing must go on for the others
                 logger.warning("closing source %s failed: %s", src.name, exc)
+        if self.demand is not None:
+            self.demand.close()
         hot: list[HotEntry] = self.detector.hot()
         try:
             self.publisher.publish([], hot, [], final=True)
@@ -372,6 +400,8 @@ def _rate_json(r: Any) -> dict[str, Any]:
         out["db"] = r.db
     if getattr(r, "kind", None) is not None:
         out["kind"] = r.kind
+    if getattr(r, "local", 0.0):
+        out["local"] = round(r.local, 3)
     return out
 
 

@@ -185,3 +185,4 @@ class RateEntry:
     hot: bool
     since: float | None = None
     kind: str | None = None
+    local: float = 0.0  # of ``rate``: reads/s apps served from their caches (demand reports)

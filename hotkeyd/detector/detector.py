@@ -25,15 +25,16 @@ import heapq
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock
 from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, TickResult
 from hotkeyd.detector.intake import Intake, count_lines, count_nonempty_lines
-from hotkeyd.detector.keys import decode_ident, encode_lines
+from hotkeyd.detector.keys import decode_ident, encode_ident, encode_lines
 from hotkeyd.detector.rules import Rule, RuleSet
+from hotkeyd.detector.served import ServedRing
 from hotkeyd.detector.sizing import KeySizer
 from hotkeyd.detector.state import HotKey, HotSet
 from hotkeyd.detector.window import SketchLike, SubWindowRing
@@ -138,6 +139,8 @@ class Detector:
             self._factory = self._wfactory = sketch_factory
         self._ring = SubWindowRing(self._n, self._factory, self._cache_cap, renew=self._renew)
         self._wring: SubWindowRing | None = None
+        self._served = ServedRing(self._n)
+        self._local: dict[bytes, float] = {}  # ident -> locally served rate at the last tick
         self._hot = HotSet(config.max_hot, config.hysteresis)
         self._t0 = clock.monotonic()
         self._last: dict[bytes, float] = {}  # ident -> rate at the last tick
@@ -244,6 +247,37 @@ class Detector:
             self._count_bad(source, oversized, malformed, late)
         return IngestResult(events=events, oversized=oversized, malformed=malformed, late=late)
 
+    def ingest_served(
+        self, keys: Sequence[bytes], counts: Sequence[int], db: int = 0
+    ) -> tuple[int, int]:
+        """Add reads that apps served from their local caches (demand reports).
+
+        They go into the same windows as the sources' accesses, so a hot key's rate
+        is its total demand and it stays hot while that demand lasts. Only keys hot
+        here count: a report for a key another instance owns, or that cooled
+        meanwhile, changes nothing.
+
+        Returns:
+            ``(accesses added, entries ignored because the key is not hot here)``.
+        """
+        hot = self._hot
+        idents = [encode_ident(k, db) for k in keys]
+        keep = [i for i, ident in enumerate(idents) if ident in hot]
+        if not keep:
+            return 0, len(idents)
+        res = self.ingest(
+            Batch(
+                keys=[keys[i] for i in keep],
+                counts=[counts[i] for i in keep],
+                db=db,
+                source="demand",
+            )
+        )
+        cur = self._ring.cur
+        for i in keep:
+            self._served.add(cur, idents[i], counts[i])
+        return res.events, len(idents) - len(keep)
+
     def _reject_db(self, batch: Batch, source: str) -> IngestResult:
         """A batch with an impossible database number: count it as malformed, rate nothing."""
         if batch.lines is not None:
@@ -315,6 +349,7 @@ class Detector:
         closed = self._ring.advance(target)
         if self._wring is not None:
             self._wring.advance(target)
+        self._served.advance(target)
         rules = self._rules
         candidates = self._ring.candidates()
         candidates.update(self._hot.idents())
@@ -324,6 +359,7 @@ class Detector:
         }
         tr = self._hot.evaluate(rates, self._rule_of(rules), now, wall, rules.min_threshold)
         self._last = rates
+        self._local = {k: v * inv for k, v in self._served.sums(target).items()}
         kinds = self._kinds([hk.ident for hk in self._hot])
         for hk in self._hot:
             hk.kind = kinds.get(hk.ident)
@@ -418,6 +454,7 @@ class Detector:
                     hot=hk is not None,
                     since=hk.since_wall if hk is not None else None,
                     kind=kinds.get(ident),
+                    local=min(rate, self._local.get(ident, 0.0)),
                 )
             )
         return out

@@ -1,98 +1,128 @@
-"""End to end with the real daemon: the app reports its accesses to ``hotkeyd run``.
+"""End to end, wired as deployed: ``hotkeyd run`` with a MONITOR tap, app processes on HotCache.
 
-The app's reads go through HotCache and each access is also written as a key line to
-the daemon's stdin. Once the daemon finds the key hot, Redis GETs for it collapse;
-after the app stops hammering it, the daemon cools it and GETs go back to Redis.
+The apps only read through the SDK. Redis' MONITOR tells the daemon what reached the
+server; the SDK's demand reports tell it what the app caches served. So the key turns
+hot once, stays hot while the load lasts (no flapping: issue 11), Redis serves almost
+none of its reads meanwhile (measured on the server), and it cools within
+cool-down + window + one report interval after the load ends.
+
+Cost: two 30 s scenarios (sync, async) and a ~10 s bad-input one, about 85 s in all.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import json
 import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from hotkeyd.client import HotCache
+from hotkeyd.demand import MAX_N
 from hotkeyd.testing import RedisServer
 from hotkeyd.wire import Namespace
 
-from .helpers import get_calls, wait_until
+from .helpers import wait_until
+from .loop_harness import RULES, App, Daemon, EventWatcher, check_loop, run_loop, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-RULES = """
-[default]
-threshold = 200
-ttl = 2.0
-cooldown = 0.3
-"""
+KEY = b"product:1"
+SECONDS = 30.0
 
 
-def test_real_daemon_load_collapses_and_returns(
-    redis_server: RedisServer, ns: Namespace, tmp_path: Path
-) -> None:
+def _monitor_scenario(redis_server: RedisServer, ns: Namespace, tmp_path: Path, mode: str) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text(RULES)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hotkeyd",
-            "run",
-            "-s",
-            "-",
-            "--redis-url",
-            redis_server.url,
-            "--namespace",
-            ns.prefix,
-            "--rules",
-            str(rules),
-            "--no-http",
-            "--log-level",
-            "warning",
-        ],
-        stdin=subprocess.PIPE,
-    )
-    assert proc.stdin is not None
     r = redis.Redis.from_url(redis_server.url)
-    r.set("item:hot", b"v")
-    cache = HotCache(redis.Redis.from_url(redis_server.url), namespace=ns)
-    try:
-        assert wait_until(lambda: r.zcard(ns.instances) >= 1, timeout=20)  # daemon up
-        cache.start()
+    r.set(KEY, b"v")
+    watcher = EventWatcher(redis_server.url, ns)
+    daemon = Daemon(
+        f"redis-monitor://127.0.0.1:{redis_server.port}", redis_server.url, ns, rules, "d-mon"
+    )
+    apps: list[App] = []
+    with running(daemon):
+        assert wait_until(daemon.healthy, timeout=20), "daemon not up"
+        args = ["--url", redis_server.url, "--ns", ns.prefix, "--key", KEY.decode()]
+        args += ["--rate", "2000", "--cold-rate", "100", "--seconds", str(SECONDS), "--mode", mode]
+        apps = [App(args, tmp_path / f"app{i}.json") for i in range(2)]
+        with running(*apps):
+            res = run_loop(daemon, watcher, r, apps, KEY, SECONDS)
+        assert daemon.metric("hotkeyd_demand_reports_total") > 0
+        assert daemon.metric("hotkeyd_demand_local_accesses_total") > 0.9 * res.app_reads
+        assert daemon.metric("hotkeyd_demand_reports_dropped_total") == 0
+    watcher.close()
+    r.close()
+    check_loop(res, KEY)
+    assert not any(k.startswith(b"cold:") for _, k in res.transitions.hot)
 
-        def access(n: int, rate: float) -> int:
-            """n reads of item:hot at ~rate/s, each reported to the daemon; Redis GETs."""
-            before = get_calls(r)
-            for i in range(n):
-                assert cache.get("item:hot") == b"v"
-                proc.stdin.write(b"item:hot\n")  # type: ignore[union-attr]
-                if i % 20 == 19:
-                    proc.stdin.flush()  # type: ignore[union-attr]
-                    time.sleep(20 / rate)
-            proc.stdin.flush()  # type: ignore[union-attr]
-            return get_calls(r) - before
 
-        cold = access(100, 1000.0)
-        assert cold == 100
-        deadline = time.monotonic() + 20
-        while b"item:hot" not in cache.hotset and time.monotonic() < deadline:
-            access(100, 1000.0)
-        assert b"item:hot" in cache.hotset, "the daemon never reported item:hot hot"
-        hot = access(1000, 1000.0)
-        assert hot <= 100, f"{hot} Redis GETs for 1000 reads while hot"
-        # Stop hammering: the daemon cools the key (or its TTL runs out).
-        assert wait_until(lambda: b"item:hot" not in cache.hotset, timeout=20)
-        after = access(50, 50.0)
-        assert after == 50
-    finally:
-        cache.close()
-        proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            proc.wait(10)
+def test_monitor_hotcache_apps_keep_the_key_hot_while_the_load_lasts(
+    redis_server: RedisServer, ns: Namespace, tmp_path: Path
+) -> None:
+    _monitor_scenario(redis_server, ns, tmp_path, "sync")
+
+
+def test_monitor_async_hotcache_apps_keep_the_key_hot(
+    redis_server: RedisServer, ns: Namespace, tmp_path: Path
+) -> None:
+    _monitor_scenario(redis_server, ns, tmp_path, "async")
+
+
+def test_bad_demand_reports_are_counted_and_never_stop_the_daemon(
+    redis_server: RedisServer, ns: Namespace, tmp_path: Path
+) -> None:
+    """Forged, malformed, oversized and out-of-range reports on the daemon's channel."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    r = redis.Redis.from_url(redis_server.url)
+    r.set(KEY, b"v")
+    daemon = Daemon(
+        f"redis-monitor://127.0.0.1:{redis_server.port}", redis_server.url, ns, rules, "d-bad"
+    )
+    channel = ns.demand_channel("d-bad")
+    good = {"v": 1, "type": "demand", "app": "forger", "seq": 1, "ts": time.time(),
+            "interval_ms": 250, "entries": [{"key": "never-hot", "n": 100}]}  # fmt: skip
+    bad = [
+        b"not json",
+        b"[" * 100_000,  # deep nesting
+        json.dumps({**good, "v": 9}).encode(),
+        json.dumps({**good, "entries": [{"key": "x", "n": MAX_N + 1}]}).encode(),
+        json.dumps({**good, "entries": [{"key": f"k{i}", "n": 1} for i in range(1001)]}).encode(),
+    ]
+    oversized = b'{"v":1,"pad":"' + b"x" * (1 << 20) + b'"}'  # just over 1 MiB
+    with running(daemon):
+        assert wait_until(daemon.healthy, timeout=20), "daemon not up"
+        assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1, timeout=10)
+        for _ in range(20):
+            for payload in bad:
+                r.publish(channel, payload)
+        for _ in range(3):
+            r.publish(channel, oversized)
+        r.publish(channel, json.dumps(good))  # well formed, but the key is not hot here
+        r.publish(ns.demand_channel("someone-else"), json.dumps(good))  # nobody listens
+        want = 20 * len(bad) + 3
+        assert wait_until(
+            lambda: daemon.metric("hotkeyd_demand_reports_dropped_total") >= want, timeout=30
+        ), daemon.metric("hotkeyd_demand_reports_dropped_total")
+        for reason, n in (("malformed", 40), ("version", 20), ("bad_entry", 20),
+                          ("too_many_entries", 20), ("oversized", 3)):  # fmt: skip
+            assert daemon.metric("hotkeyd_demand_reports_dropped_total", reason=reason) == n
+        assert wait_until(
+            lambda: daemon.metric("hotkeyd_demand_entries_ignored_total", reason="not_hot") == 1
+        )
+        assert daemon.metric("hotkeyd_demand_reports_total") == 1
+        # the loop kept ticking and still detects: a plain load on the key turns it hot
+        assert daemon.healthy()
+        load = App(
+            ["--url", redis_server.url, "--ns", ns.prefix, "--key", KEY.decode(),
+             "--rate", "2000", "--seconds", "4"],
+            tmp_path / "app.json",
+        )  # fmt: skip
+        with running(load):
+            assert wait_until(lambda: any(
+                e["key"] == KEY.decode() for e in daemon.topk()["hot"]
+            ), timeout=15)  # fmt: skip
+            load.wait(60)
+        assert daemon.proc.poll() is None
+    r.close()

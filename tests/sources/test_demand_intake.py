@@ -1,0 +1,86 @@
+"""The daemon's demand intake: validation, caps, bounded queue and drain, on real Redis."""
+
+from __future__ import annotations
+
+import json
+
+import redis
+
+from hotkeyd.demand import DemandEntry, DemandReport
+from hotkeyd.metrics import Metrics
+from hotkeyd.sources.demand import DemandIntake
+from hotkeyd.testing import RedisServer, free_port
+from hotkeyd.wire import Namespace
+from tests.client.helpers import wait_until
+
+NS = Namespace("t")
+
+
+def report(*entries: tuple[bytes, int, int], interval_ms: int = 250) -> bytes:
+    return DemandReport(
+        "app", 1, 0.0, interval_ms, tuple(DemandEntry(k, n, db) for k, n, db in entries)
+    ).dumps()
+
+
+def sample(m: Metrics, name: str, **labels: str) -> float:
+    return m.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_feed_groups_by_db_caps_absurd_counts_and_drains_in_bounded_steps() -> None:
+    m = Metrics()
+    intake = DemandIntake(
+        "redis://127.0.0.1:1", NS, "d1", metrics=m, max_rate=1000, drain_entries=3
+    )
+    assert intake.feed(report((b"a", 5, 0), (b"b", 10_000, 0), (b"c", 2, 4)))
+    assert intake.feed(report((b"d", 1, 0)))
+    assert sample(m, "hotkeyd_demand_entries_ignored_total", reason="capped") == 1
+    first = intake.drain()
+    assert first == [(0, [b"a", b"b"], [5, 250]), (4, [b"c"], [2])]  # capped at 1000/s * 0.25 s
+    assert intake.drain() == [(0, [b"d"], [1])]
+    assert intake.drain() == []
+    assert sample(m, "hotkeyd_demand_reports_total") == 2
+    intake.counted(7, 2)
+    assert sample(m, "hotkeyd_demand_local_accesses_total") == 7
+    assert sample(m, "hotkeyd_demand_entries_ignored_total", reason="not_hot") == 2
+
+
+def test_bad_reports_and_overflow_are_counted_by_reason() -> None:
+    m = Metrics()
+    intake = DemandIntake("redis://127.0.0.1:1", NS, "d1", metrics=m, max_pending=3)
+    assert not intake.feed(b"{")
+    assert not intake.feed(12)  # not bytes at all
+    assert not intake.feed(json.dumps({"v": 2}).encode())
+    assert not intake.feed(b"x" * (2 << 20))
+    assert intake.feed(report((b"a", 1, 0), (b"b", 1, 0)))
+    assert not intake.feed(report((b"c", 1, 0), (b"d", 1, 0)))  # 4 > max_pending
+    for reason, n in (("malformed", 2), ("version", 1), ("oversized", 1), ("overflow", 1)):
+        assert sample(m, "hotkeyd_demand_reports_dropped_total", reason=reason) == n
+
+
+def test_subscribes_to_its_own_channel_and_reconnects(redis_server: RedisServer) -> None:
+    m = Metrics()
+    intake = DemandIntake(redis_server.url, NS, "d1", metrics=m)
+    r = redis.Redis.from_url(redis_server.url)
+    intake.start()
+    try:
+        assert wait_until(lambda: r.pubsub_numsub("t:demand:d1")[0][1] == 1, timeout=5)
+        r.publish("t:demand:d2", report((b"other", 1, 0)))  # another instance's
+        r.publish("t:demand:d1", report((b"mine", 3, 0)))
+        got: list[object] = []
+        assert wait_until(lambda: got.extend(intake.drain()) or got, timeout=5)
+        assert got == [(0, [b"mine"], [3])]
+        r.client_kill_filter(_type="pubsub")
+        assert wait_until(lambda: intake.connects == 2, timeout=10)
+        assert wait_until(lambda: r.pubsub_numsub("t:demand:d1")[0][1] == 1, timeout=5)
+        r.publish("t:demand:d1", report((b"again", 1, 0)))
+        assert wait_until(lambda: intake.drain() == [(0, [b"again"], [1])], timeout=5)
+    finally:
+        intake.close()
+        r.close()
+    down = DemandIntake(f"redis://127.0.0.1:{free_port()}", NS, "d1", metrics=m)
+    down.start()
+    try:
+        assert wait_until(lambda: down.error is not None, timeout=5)
+        assert "unreachable" in down.error.lower()
+    finally:
+        down.close()
