@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers test test-go test-node lint format bench run fuzz clean
+.PHONY: venv install install-dev servers java-deps test test-java test-go test-node lint format bench run fuzz clean
 
 venv: $(PY)
 
@@ -44,12 +44,20 @@ servers:            ## redis-server and redis-tools, PostgreSQL (apt) when missi
 	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql)
 
-test: servers install-dev   ## everything CI runs: native build required, lint, the suite, then the pure twins
+java-deps:          ## JDK 17 and Maven (apt) when missing: the Java client (clients/java)
+	@command -v mvn >/dev/null && command -v javac >/dev/null || \
+	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jdk-headless maven)
+
+test-java: java-deps   ## the Java client: conformance vectors + real redis-server/Kafka tests (~1 min)
+	cd clients/java && mvn -q -B test
+
+test: servers java-deps install-dev   ## everything CI runs: native build required, lint, the suite, the pure twins, the Java, Go and Node clients
 	$(PY) -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor"   # fails loudly if the C core did not build
 	$(MAKE) lint
 	$(PY) -m pytest
 	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py
-	$(MAKE) test-go test-node
+	$(MAKE) test-java test-go test-node
 
 test-go:            ## the Go client (clients/go): vet, race-checked tests, the conformance vectors, a short fuzz run
 	cd clients/go && go vet ./... && go test -race -count=1 ./...

@@ -1,0 +1,593 @@
+package io.hotkeyd;
+
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import redis.clients.jedis.UnifiedJedis;
+import redis.clients.jedis.params.SetParams;
+
+/**
+ * Wraps the app's Jedis client ({@code JedisPooled}, {@code JedisCluster}, any {@code
+ * UnifiedJedis}): reads of keys the daemon says are hot are served from a bounded local cache;
+ * every other read goes to Redis unchanged. Writes through the cache broadcast an
+ * invalidation, so every instance drops its copy. Reads served locally are reported to the
+ * daemon (demand reports), so a key does not cool just because the cache absorbed its load.
+ *
+ * <pre>{@code
+ * try (JedisPooled redis = new JedisPooled("localhost", 6379);
+ *      HotCache cache = HotCache.builder(redis).build().start()) {
+ *   String v = cache.get("item:1");   // local while item:1 is hot
+ *   cache.set("item:1", "v2");        // SET, then invalidate everywhere
+ * }
+ * }</pre>
+ *
+ * <p>A copy lives for the {@code ttl_ms} of the rule that made its key hot (capped by {@code
+ * maxTtl}), so the staleness a reader can see is bounded by that TTL even if every
+ * invalidation were lost. Thread-safe; a hot hit takes no lock and does no I/O. Values
+ * returned from the cache are shared: do not modify returned arrays or maps.
+ */
+public final class HotCache implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(HotCache.class);
+
+  /** When writes publish an invalidation. */
+  public enum Broadcast {
+    /** Every write (correct even when instances disagree on what is hot). */
+    ALWAYS,
+    /** Only writes of keys this instance knows to be hot or has cached (cheaper, weaker). */
+    KNOWN
+  }
+
+  private static final char GET_S = 'g';
+  private static final char GET_B = 'G';
+  private static final char HGET_S = 'h';
+  private static final char HGET_B = 'H';
+  private static final char HGETALL_S = 'a';
+  private static final char HGETALL_B = 'A';
+  private static final char CACHED = 'c';
+
+  private final UnifiedJedis jedis;
+  private final Subscriber subscriber;
+  private final boolean ownsSubscriber;
+  private final HotSet hotset;
+  private final Map<KeyId, HotItem> hot;
+  private final Clock clock;
+  private final int db;
+  private final Long maxTtlNanos;
+  private final Broadcast broadcast;
+  private final String origin;
+  private final String invalidateChannel;
+  private final Namespace namespace;
+  private final long demandIntervalMillis;
+  private final CacheStats stats = new CacheStats();
+  private final LocalCache local;
+  private final AtomicLong demandSeq = new AtomicLong();
+  private ScheduledExecutorService demandTimer;
+  private volatile boolean closed;
+
+  private HotCache(Builder b) {
+    this.jedis = b.jedis;
+    this.ownsSubscriber = b.subscriber == null;
+    this.subscriber =
+        b.subscriber != null
+            ? b.subscriber
+            : Subscriber.builder(b.jedis).namespace(b.namespace).clock(b.clock).build();
+    this.hotset = subscriber.hotset();
+    this.hot = hotset.items();
+    this.clock = hotset.clock();
+    this.namespace = subscriber.namespace();
+    this.db = b.db;
+    this.maxTtlNanos = b.maxTtl == null ? null : b.maxTtl.toNanos();
+    this.broadcast = b.broadcast;
+    this.origin = b.appId != null ? b.appId : defaultAppId();
+    this.invalidateChannel = namespace.invalidateChannel();
+    this.demandIntervalMillis = b.demandInterval.toMillis();
+    this.local = new LocalCache(clock, b.maxEntries, b.maxBytes, b.staleFor.toNanos(),
+        b.waitTimeout.toNanos(), stats);
+    hotset.addListener(new HotListener() {
+      @Override
+      public void onCool(KeyId key) {
+        local.invalidate(key);
+      }
+    });
+    subscriber.addInvalidationListener(this::onInvalidation);
+    subscriber.addResetListener(local::clear);
+  }
+
+  public static Builder builder(UnifiedJedis jedis) {
+    return new Builder(jedis);
+  }
+
+  /** Options of a {@link HotCache}. */
+  public static final class Builder {
+    private final UnifiedJedis jedis;
+    private Subscriber subscriber;
+    private Namespace namespace = Namespace.DEFAULT;
+    private Clock clock = Clock.SYSTEM;
+    private int db;
+    private int maxEntries = 10_000;
+    private long maxBytes = 32L << 20;
+    private Duration maxTtl;
+    private Duration staleFor = Duration.ofSeconds(1);
+    private Duration waitTimeout = Duration.ofMillis(500);
+    private Duration demandInterval = Duration.ofMillis(250);
+    private Broadcast broadcast = Broadcast.ALWAYS;
+    private String appId;
+
+    private Builder(UnifiedJedis jedis) {
+      this.jedis = jedis;
+    }
+
+    /** Share a subscriber (otherwise the cache creates and owns one). */
+    public Builder subscriber(Subscriber s) {
+      this.subscriber = s;
+      return this;
+    }
+
+    public Builder namespace(Namespace ns) {
+      this.namespace = ns;
+      return this;
+    }
+
+    public Builder clock(Clock c) {
+      this.clock = c;
+      return this;
+    }
+
+    /** The Redis db the client reads (hot entries carry the db the daemon saw). */
+    public Builder db(int db) {
+      this.db = db;
+      return this;
+    }
+
+    public Builder maxEntries(int n) {
+      this.maxEntries = n;
+      return this;
+    }
+
+    public Builder maxBytes(long n) {
+      this.maxBytes = n;
+      return this;
+    }
+
+    /** Cap on how long a copy lives; the rule's {@code ttl_ms} otherwise. */
+    public Builder maxTtl(Duration d) {
+      this.maxTtl = d;
+      return this;
+    }
+
+    /** How long past its expiry a copy may be served while one caller refreshes it. */
+    public Builder staleFor(Duration d) {
+      this.staleFor = d;
+      return this;
+    }
+
+    /** How long a caller with no copy waits for the refresh in flight. */
+    public Builder waitTimeout(Duration d) {
+      this.waitTimeout = d;
+      return this;
+    }
+
+    /** Demand-report interval, 250 to 500 ms. */
+    public Builder demandInterval(Duration d) {
+      if (d.toMillis() < 250 || d.toMillis() > 500) {
+        throw new IllegalArgumentException("demand interval must be 250..500 ms, got " + d);
+      }
+      this.demandInterval = d;
+      return this;
+    }
+
+    public Builder broadcast(Broadcast b) {
+      this.broadcast = b;
+      return this;
+    }
+
+    /** This app instance's id (invalidation origin, demand reports); pid and random default. */
+    public Builder appId(String id) {
+      this.appId = id;
+      return this;
+    }
+
+    public HotCache build() {
+      return new HotCache(this);
+    }
+  }
+
+  private static String defaultAppId() {
+    return ManagementFactory.getRuntimeMXBean().getPid() + "-"
+        + UUID.randomUUID().toString().substring(0, 8);
+  }
+
+  // --------------------------------------------------------------- lifecycle
+
+  /** Start the subscriber (if owned) and the demand reports; wait for the bootstrap. */
+  public HotCache start() {
+    return start(Duration.ofSeconds(10));
+  }
+
+  public synchronized HotCache start(Duration timeout) {
+    if (demandTimer != null) {
+      return this;
+    }
+    subscriber.start();
+    try {
+      if (!subscriber.awaitReady(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+        throw new HotkeydException(
+            "hot-key subscriber not ready after " + timeout + " (is Redis up?)");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new HotkeydException("interrupted while starting", e);
+    }
+    demandTimer = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "hotkeyd-demand");
+      t.setDaemon(true);
+      return t;
+    });
+    demandTimer.scheduleAtFixedRate(this::reportDemandSafely, demandIntervalMillis,
+        demandIntervalMillis, TimeUnit.MILLISECONDS);
+    return this;
+  }
+
+  /** Stop what this cache owns (not the Jedis client it was given); sends a last report. */
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    if (demandTimer != null) {
+      demandTimer.shutdownNow();
+      try {
+        demandTimer.awaitTermination(1, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      reportDemandSafely();
+    }
+    if (ownsSubscriber) {
+      subscriber.close();
+    }
+  }
+
+  public CacheStats stats() {
+    return stats;
+  }
+
+  public HotSet hotset() {
+    return hotset;
+  }
+
+  public Subscriber subscriber() {
+    return subscriber;
+  }
+
+  /** This instance's id (the origin of its invalidations, the app of its demand reports). */
+  public String appId() {
+    return origin;
+  }
+
+  /** Entries cached locally now. */
+  public long localSize() {
+    return local.estimatedSize();
+  }
+
+  /** Estimated bytes held locally (each entry counts at least maxBytes / maxEntries). */
+  public long localWeight() {
+    return local.weight();
+  }
+
+  // ------------------------------------------------------------------- reads
+
+  /** GET; served locally while the key is hot. */
+  public String get(String key) {
+    KeyId id = new KeyId(Keys.utf8(key), db);
+    HotItem item = hot.get(id);
+    if (item == null) {
+      return jedis.get(key);
+    }
+    return hotRead(item, new LocalCache.CacheKey(GET_S, id, null), () -> jedis.get(key));
+  }
+
+  /** GET of a binary key; served locally while the key is hot. */
+  public byte[] get(byte[] key) {
+    KeyId id = new KeyId(key, db);
+    HotItem item = hot.get(id);
+    if (item == null) {
+      return jedis.get(key);
+    }
+    return hotRead(item, new LocalCache.CacheKey(GET_B, id, null), () -> jedis.get(key));
+  }
+
+  /** HGET; served locally while the key is hot. */
+  public String hget(String key, String field) {
+    KeyId id = new KeyId(Keys.utf8(key), db);
+    HotItem item = hot.get(id);
+    if (item == null) {
+      return jedis.hget(key, field);
+    }
+    return hotRead(item, new LocalCache.CacheKey(HGET_S, id, field), () -> jedis.hget(key, field));
+  }
+
+  public byte[] hget(byte[] key, byte[] field) {
+    KeyId id = new KeyId(key, db);
+    HotItem item = hot.get(id);
+    if (item == null) {
+      return jedis.hget(key, field);
+    }
+    return hotRead(item, new LocalCache.CacheKey(HGET_B, id, new KeyId(field, 0)),
+        () -> jedis.hget(key, field));
+  }
+
+  /** HGETALL; served locally while the key is hot (an unmodifiable map). */
+  public Map<String, String> hgetAll(String key) {
+    KeyId id = new KeyId(Keys.utf8(key), db);
+    HotItem item = hot.get(id);
+    if (item == null) {
+      return jedis.hgetAll(key);
+    }
+    return hotRead(item, new LocalCache.CacheKey(HGETALL_S, id, null),
+        () -> Map.copyOf(jedis.hgetAll(key)));
+  }
+
+  public Map<byte[], byte[]> hgetAll(byte[] key) {
+    KeyId id = new KeyId(key, db);
+    HotItem item = hot.get(id);
+    if (item == null) {
+      return jedis.hgetAll(key);
+    }
+    return hotRead(item, new LocalCache.CacheKey(HGETALL_B, id, null),
+        () -> java.util.Collections.unmodifiableMap(jedis.hgetAll(key)));
+  }
+
+  /** MGET; hot keys come from the local cache, the rest in one MGET. */
+  public List<String> mget(String... keys) {
+    List<KeyId> ids = new ArrayList<>(keys.length);
+    for (String k : keys) {
+      ids.add(new KeyId(Keys.utf8(k), db));
+    }
+    return mgetImpl(ids, GET_S, idx -> jedis.mget(select(keys, idx, new String[0])));
+  }
+
+  public List<byte[]> mget(byte[]... keys) {
+    List<KeyId> ids = new ArrayList<>(keys.length);
+    for (byte[] k : keys) {
+      ids.add(new KeyId(k, db));
+    }
+    return mgetImpl(ids, GET_B, idx -> jedis.mget(select(keys, idx, new byte[0][])));
+  }
+
+  /**
+   * {@code loader.get()} (e.g. a database read) cached while {@code key} is hot, single-flight.
+   * Invalidate it after the underlying data changes with {@link #invalidate}.
+   */
+  public <T> T cached(Object key, Supplier<T> loader) {
+    KeyId id = new KeyId(Keys.toBytes(key), db);
+    HotItem item = hot.get(id);
+    if (item == null) {
+      return loader.get();
+    }
+    return hotRead(item, new LocalCache.CacheKey(CACHED, id, null), loader);
+  }
+
+  private <T> T hotRead(HotItem item, LocalCache.CacheKey ck, Supplier<T> read) {
+    if (item.expiresNanos - clock.nanoTime() <= 0) {
+      return read.get(); // announced, but its TTL ran out: cold
+    }
+    return local.load(ck, read, ttlNanos(item), item.localReads);
+  }
+
+  private interface IndexedRead<T> {
+    List<T> read(int[] idx);
+  }
+
+  @SuppressWarnings("unchecked")
+  private <T> List<T> mgetImpl(List<KeyId> ids, char kind, IndexedRead<T> read) {
+    int n = ids.size();
+    Object[] out = new Object[n];
+    int[] need = new int[n];
+    int nNeed = 0;
+    long now = clock.nanoTime();
+    HotItem[] items = new HotItem[n];
+    for (int i = 0; i < n; i++) {
+      HotItem item = hot.get(ids.get(i));
+      if (item != null && item.expiresNanos - now > 0) {
+        Object v = local.peekFresh(new LocalCache.CacheKey(kind, ids.get(i), null));
+        if (v != null) {
+          item.localReads.increment();
+          out[i] = v;
+          continue;
+        }
+        items[i] = item;
+      }
+      need[nNeed++] = i;
+    }
+    if (nNeed > 0) {
+      int[] idx = Arrays.copyOf(need, nNeed);
+      List<T> values = read.read(idx);
+      for (int j = 0; j < nNeed; j++) {
+        int i = idx[j];
+        out[i] = values.get(j);
+        if (items[i] != null && values.get(j) != null) {
+          local.put(new LocalCache.CacheKey(kind, ids.get(i), null), values.get(j),
+              ttlNanos(items[i]));
+        }
+      }
+    }
+    List<T> result = new ArrayList<>(n);
+    for (Object o : out) {
+      result.add((T) o);
+    }
+    return result;
+  }
+
+  private static <K> K[] select(K[] keys, int[] idx, K[] empty) {
+    K[] sel = Arrays.copyOf(empty, idx.length);
+    for (int j = 0; j < idx.length; j++) {
+      sel[j] = keys[idx[j]];
+    }
+    return sel;
+  }
+
+  private long ttlNanos(HotItem item) {
+    long ttl = item.entry.ttlMs() * 1_000_000L;
+    return maxTtlNanos == null ? ttl : Math.min(ttl, maxTtlNanos);
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  public String set(String key, String value) {
+    return write(() -> jedis.set(key, value), Keys.utf8(key));
+  }
+
+  public String set(String key, String value, SetParams params) {
+    return write(() -> jedis.set(key, value, params), Keys.utf8(key));
+  }
+
+  public String set(byte[] key, byte[] value) {
+    return write(() -> jedis.set(key, value), key);
+  }
+
+  public long del(String... keys) {
+    return write(() -> jedis.del(keys), utf8All(keys));
+  }
+
+  public long del(byte[]... keys) {
+    return write(() -> jedis.del(keys), keys);
+  }
+
+  public long incrBy(String key, long amount) {
+    return write(() -> jedis.incrBy(key, amount), Keys.utf8(key));
+  }
+
+  public long hset(String key, String field, String value) {
+    return write(() -> jedis.hset(key, field, value), Keys.utf8(key));
+  }
+
+  public long hset(String key, Map<String, String> hash) {
+    return write(() -> jedis.hset(key, hash), Keys.utf8(key));
+  }
+
+  public long hdel(String key, String... fields) {
+    return write(() -> jedis.hdel(key, fields), Keys.utf8(key));
+  }
+
+  public long expire(String key, long seconds) {
+    return write(() -> jedis.expire(key, seconds), Keys.utf8(key));
+  }
+
+  /** Drop {@code keys} here and broadcast their invalidation (e.g. after a database write). */
+  public void invalidate(Object... keys) {
+    byte[][] kbs = new byte[keys.length][];
+    for (int i = 0; i < keys.length; i++) {
+      kbs[i] = Keys.toBytes(keys[i]);
+    }
+    try {
+      publishInvalidation(kbs);
+    } finally {
+      dropLocal(kbs);
+    }
+  }
+
+  private <T> T write(Supplier<T> op, byte[]... keys) {
+    boolean publish = broadcast == Broadcast.ALWAYS;
+    if (!publish) {
+      for (byte[] k : keys) {
+        KeyId id = new KeyId(k, db);
+        publish |= hot.containsKey(id) || local.contains(id);
+      }
+    }
+    try {
+      T result = op.get();
+      if (publish) {
+        publishInvalidation(keys);
+      }
+      return result;
+    } finally {
+      dropLocal(keys); // also when the write failed: its effect is unknown
+    }
+  }
+
+  private void publishInvalidation(byte[][] keys) {
+    jedis.publish(invalidateChannel.getBytes(StandardCharsets.UTF_8),
+        Invalidation.encode(origin, Arrays.asList(keys)));
+  }
+
+  private void dropLocal(byte[][] keys) {
+    for (byte[] k : keys) {
+      local.invalidate(new KeyId(k, db));
+    }
+  }
+
+  private static byte[][] utf8All(String[] keys) {
+    byte[][] out = new byte[keys.length][];
+    for (int i = 0; i < keys.length; i++) {
+      out[i] = Keys.utf8(keys[i]);
+    }
+    return out;
+  }
+
+  // ----------------------------------------------------------- invalidations
+
+  private void onInvalidation(byte[] payload) {
+    Invalidation.Payload p;
+    try {
+      p = Invalidation.decode(payload);
+    } catch (WireException e) {
+      stats.badInvalidations.increment();
+      if (Long.bitCount(stats.badInvalidations.sum()) == 1) {
+        LOG.warn("bad invalidation message: {}", e.getMessage());
+      }
+      return;
+    }
+    for (byte[] k : p.keys()) {
+      local.invalidate(new KeyId(k, db));
+    }
+  }
+
+  // ------------------------------------------------------------------ demand
+
+  /** Publish one demand report per daemon instance for the reads served since the last one. */
+  public void reportDemand() {
+    Map<String, Map<KeyId, Long>> byInstance = new HashMap<>();
+    hot.forEach((id, item) -> {
+      long n = item.localReads.sumThenReset();
+      if (n > 0 && item.owner != null) {
+        byInstance.computeIfAbsent(item.owner, k -> new HashMap<>()).merge(id, n, Long::sum);
+      }
+    });
+    if (byInstance.isEmpty()) {
+      return;
+    }
+    int total = byInstance.size();
+    long first = demandSeq.getAndAdd(total);
+    double ts = clock.currentTimeMillis() / 1000.0;
+    for (Demand.Report r : Demand.encode(origin, first, ts, (int) demandIntervalMillis, byInstance)) {
+      jedis.publish(namespace.demandChannel(r.instance()).getBytes(StandardCharsets.UTF_8),
+          r.payload());
+      stats.demandMessages.increment();
+      stats.demandReads.add(r.reads());
+      stats.demandDropped.add(r.dropped());
+    }
+  }
+
+  private void reportDemandSafely() {
+    try {
+      reportDemand();
+    } catch (RuntimeException e) {
+      LOG.warn("demand report failed: {}", e.getMessage());
+    }
+  }
+}

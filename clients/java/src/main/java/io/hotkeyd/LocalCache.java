@@ -1,0 +1,271 @@
+package io.hotkeyd;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import com.github.benmanes.caffeine.cache.RemovalCause;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Supplier;
+
+/**
+ * The bounded local copy of hot keys: Caffeine underneath, single-flight refresh with logical
+ * expiry on top.
+ *
+ * <p>Why single-flight: a key is promoted <i>because</i> thousands of callers read it; when its
+ * copy expires, letting each of them go to Redis would recreate the spike the cache absorbs.
+ * One caller (the leader) refreshes; the others get the stale copy while it is within {@code
+ * staleFor} of its expiry, or wait up to {@code waitTimeout} for the leader's value, then read
+ * through uncached.
+ *
+ * <p>Invalidation beats refresh: a refresh in flight when its key is invalidated does not
+ * store its (possibly old) value.
+ *
+ * <p>Bounds: Caffeine's weight bound is {@code maxBytes} and every entry weighs at least {@code
+ * maxBytes / maxEntries}, so both the byte and the entry bound hold. A value heavier than
+ * {@code maxBytes / 8} is served but not cached.
+ */
+final class LocalCache {
+  private static final int ENTRY_OVERHEAD = 120;
+
+  /** What is cached for one Redis key: GET as text or bytes, one HGET field, HGETALL ... */
+  record CacheKey(char kind, KeyId id, Object sub) {}
+
+  private record Entry(Object value, int weight, long expiresNanos) {}
+
+  private static final class Flight {
+    final CompletableFuture<Object> done = new CompletableFuture<>();
+    final KeyId id;
+    volatile boolean tainted;
+
+    Flight(KeyId id) {
+      this.id = id;
+    }
+  }
+
+  private final Clock clock;
+  private final long maxBytes;
+  private final int minWeight;
+  private final long staleForNanos;
+  private final long waitTimeoutNanos;
+  private final CacheStats stats;
+  private final Cache<CacheKey, Entry> cache;
+  private final ConcurrentHashMap<KeyId, Set<CacheKey>> byKey = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<CacheKey, Flight> flights = new ConcurrentHashMap<>();
+
+  LocalCache(Clock clock, int maxEntries, long maxBytes, long staleForNanos, long waitTimeoutNanos,
+      CacheStats stats) {
+    if (maxEntries < 1 || maxBytes < 1) {
+      throw new IllegalArgumentException("maxEntries and maxBytes must be >= 1");
+    }
+    this.clock = clock;
+    this.maxBytes = maxBytes;
+    this.minWeight = (int) Math.min(Integer.MAX_VALUE, (maxBytes + maxEntries - 1) / maxEntries);
+    this.staleForNanos = staleForNanos;
+    this.waitTimeoutNanos = waitTimeoutNanos;
+    this.stats = stats;
+    this.cache =
+        Caffeine.newBuilder()
+            .maximumWeight(maxBytes)
+            .weigher((CacheKey k, Entry e) -> e.weight)
+            .executor(Runnable::run)
+            .removalListener((CacheKey k, Entry e, RemovalCause cause) -> {
+              if (k != null) {
+                Set<CacheKey> s = byKey.get(k.id());
+                if (s != null) {
+                  s.remove(k);
+                  if (s.isEmpty()) {
+                    byKey.remove(k.id(), s);
+                  }
+                }
+              }
+              if (cause.wasEvicted()) {
+                stats.evictions.increment();
+              }
+            })
+            .build();
+  }
+
+  long estimatedSize() {
+    cache.cleanUp();
+    return cache.estimatedSize();
+  }
+
+  /** Total weight now (bytes, with the per-entry floor). */
+  long weight() {
+    cache.cleanUp();
+    return cache.policy().eviction().map(ev -> ev.weightedSize().orElse(0)).orElse(0L);
+  }
+
+  boolean contains(KeyId id) {
+    return byKey.containsKey(id);
+  }
+
+  /**
+   * The cached value of {@code ck}, or the loader's (single-flight). {@code served} counts reads
+   * answered without this caller going to Redis (for demand reports).
+   */
+  @SuppressWarnings("unchecked")
+  <T> T load(CacheKey ck, Supplier<T> loader, long ttlNanos, LongAdder served) {
+    Entry e = cache.getIfPresent(ck);
+    long now = clock.nanoTime();
+    if (e != null && e.expiresNanos - now > 0) {
+      stats.hits.increment();
+      served.increment();
+      return (T) e.value;
+    }
+    stats.misses.increment();
+    Flight mine = new Flight(ck.id());
+    Flight leader = flights.putIfAbsent(ck, mine);
+    if (leader == null) {
+      return lead(ck, mine, loader, ttlNanos);
+    }
+    if (e != null && now - (e.expiresNanos + staleForNanos) < 0) {
+      stats.staleHits.increment();
+      served.increment();
+      return (T) e.value;
+    }
+    stats.waits.increment();
+    try {
+      Object v = leader.done.get(waitTimeoutNanos, TimeUnit.NANOSECONDS);
+      served.increment();
+      return (T) v;
+    } catch (ExecutionException ex) {
+      Throwable c = ex.getCause();
+      if (c instanceof RuntimeException re) {
+        throw re;
+      }
+      if (c instanceof Error err) {
+        throw err;
+      }
+      throw new HotkeydException("refresh failed", c);
+    } catch (TimeoutException ex) {
+      return loader.get(); // leader too slow: read through, uncached
+    } catch (InterruptedException ex) {
+      Thread.currentThread().interrupt();
+      return loader.get();
+    }
+  }
+
+  private <T> T lead(CacheKey ck, Flight f, Supplier<T> loader, long ttlNanos) {
+    stats.refreshes.increment();
+    T value;
+    try {
+      value = loader.get();
+    } catch (RuntimeException | Error ex) {
+      flights.remove(ck, f);
+      f.done.completeExceptionally(ex);
+      throw ex;
+    }
+    try {
+      store(ck, f, value, ttlNanos);
+    } finally {
+      flights.remove(ck, f);
+      f.done.complete(value);
+    }
+    return value;
+  }
+
+  private void store(CacheKey ck, Flight f, Object value, long ttlNanos) {
+    if (ttlNanos <= 0) {
+      return;
+    }
+    long size = estimateSize(value) + ck.id().key().length + ENTRY_OVERHEAD;
+    if (size > maxBytes / 8) {
+      stats.tooBig.increment();
+      return;
+    }
+    int weight = (int) Math.max(size, minWeight);
+    byKey.computeIfAbsent(ck.id(), k -> ConcurrentHashMap.newKeySet()).add(ck);
+    cache.put(ck, new Entry(value, weight, clock.nanoTime() + ttlNanos));
+    if (f.tainted) { // invalidated while we loaded: the value may predate the write
+      cache.invalidate(ck);
+    }
+  }
+
+  /** Store a value read outside a flight (MGET of several hot keys). */
+  void put(CacheKey ck, Object value, long ttlNanos) {
+    Flight f = new Flight(ck.id());
+    if (flights.putIfAbsent(ck, f) == null) {
+      try {
+        store(ck, f, value, ttlNanos);
+      } finally {
+        flights.remove(ck, f);
+        f.done.complete(value);
+      }
+    }
+  }
+
+  /** A fresh copy of {@code ck}, or null (no flight, no waiting). */
+  Object peekFresh(CacheKey ck) {
+    Entry e = cache.getIfPresent(ck);
+    if (e != null && e.expiresNanos - clock.nanoTime() > 0) {
+      stats.hits.increment();
+      return e.value;
+    }
+    return null;
+  }
+
+  /** Drop every copy of {@code id} and spoil refreshes in flight. */
+  void invalidate(KeyId id) {
+    for (Flight f : flights.values()) {
+      if (f.id.equals(id)) {
+        f.tainted = true;
+      }
+    }
+    Set<CacheKey> s = byKey.remove(id);
+    if (s != null) {
+      for (CacheKey ck : s) {
+        if (cache.asMap().remove(ck) != null) {
+          stats.invalidations.increment();
+        }
+      }
+    }
+  }
+
+  void clear() {
+    for (Flight f : flights.values()) {
+      f.tainted = true;
+    }
+    long n = cache.estimatedSize();
+    cache.invalidateAll();
+    byKey.clear();
+    stats.invalidations.add(n);
+  }
+
+  /** Rough memory of a reply: text, bytes, lists and maps of them, numbers. */
+  static long estimateSize(Object v) {
+    if (v == null) {
+      return 0;
+    }
+    if (v instanceof byte[] b) {
+      return b.length + 16;
+    }
+    if (v instanceof String s) {
+      return s.length() + 40;
+    }
+    if (v instanceof Map<?, ?> m) {
+      long n = 48;
+      for (Map.Entry<?, ?> e : m.entrySet()) {
+        n += estimateSize(e.getKey()) + estimateSize(e.getValue()) + 32;
+      }
+      return n;
+    }
+    if (v instanceof Collection<?> c) {
+      long n = 40;
+      for (Object o : c) {
+        n += estimateSize(o) + 8;
+      }
+      return n;
+    }
+    return 32;
+  }
+
+}

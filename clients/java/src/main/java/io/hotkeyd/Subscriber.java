@@ -1,0 +1,325 @@
+package io.hotkeyd;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import redis.clients.jedis.BinaryJedisPubSub;
+import redis.clients.jedis.UnifiedJedis;
+import redis.clients.jedis.exceptions.JedisException;
+
+/**
+ * Keeps a {@link HotSet} current from the daemon's channel, on a background thread.
+ *
+ * <p>Start-up order closes the race between snapshot and stream: <b>subscribe first</b>, wait
+ * for the confirmation, <b>then</b> read the snapshots; messages published meanwhile wait in
+ * the socket and are applied afterwards, where every one with {@code seq <=} the snapshot's
+ * is stale. The same order runs after every reconnect (with backoff), and reset listeners
+ * (local caches) drop everything then. A gap in one instance's seq triggers a resync of that
+ * instance from its snapshot; keys expire when their TTL runs out.
+ *
+ * <pre>{@code
+ * try (Subscriber sub = Subscriber.builder(jedis).build().start()) {
+ *   sub.hotset().addListener(new HotListener() { ... });
+ * }
+ * }</pre>
+ */
+public final class Subscriber extends SubscriberCore implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(Subscriber.class);
+
+  private final UnifiedJedis jedis;
+  private final Clock clock;
+  private final double staleAfterSeconds;
+  private final long expireIntervalMillis;
+  private final long resyncIntervalMillis;
+  private final Backoff backoff;
+  private final AtomicBoolean stopped = new AtomicBoolean();
+  private final CountDownLatch ready = new CountDownLatch(1);
+  private final CountDownLatch stopLatch = new CountDownLatch(1);
+  private final byte[] eventsChannel;
+  private final byte[] invalidateChannel;
+  private volatile PubSub pubsub;
+  private volatile boolean connected;
+  private Thread thread;
+  private ScheduledExecutorService timer;
+
+  private Subscriber(Builder b) {
+    super(b.hotset != null ? b.hotset : new HotSet(b.clock, b.maxKeys), b.namespace);
+    this.jedis = b.jedis;
+    this.clock = hotset.clock();
+    this.staleAfterSeconds = b.staleAfterSeconds;
+    this.expireIntervalMillis = b.expireIntervalMillis;
+    this.resyncIntervalMillis = b.resyncIntervalMillis;
+    this.backoff = new Backoff(b.backoffBase, b.backoffCap);
+    this.eventsChannel = namespace.channel().getBytes(StandardCharsets.UTF_8);
+    this.invalidateChannel = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
+  }
+
+  public static Builder builder(UnifiedJedis jedis) {
+    return new Builder(jedis);
+  }
+
+  /** Options; {@link #build()} makes a stopped subscriber, {@link Subscriber#start()} runs it. */
+  public static final class Builder {
+    private final UnifiedJedis jedis;
+    private Namespace namespace = Namespace.DEFAULT;
+    private Clock clock = Clock.SYSTEM;
+    private HotSet hotset;
+    private int maxKeys = 100_000;
+    private double staleAfterSeconds = 30.0;
+    private long expireIntervalMillis = 50;
+    private long resyncIntervalMillis = 60_000;
+    private double backoffBase = 0.05;
+    private double backoffCap = 5.0;
+
+    private Builder(UnifiedJedis jedis) {
+      this.jedis = jedis;
+    }
+
+    public Builder namespace(Namespace ns) {
+      this.namespace = ns;
+      return this;
+    }
+
+    public Builder clock(Clock clock) {
+      this.clock = clock;
+      return this;
+    }
+
+    /** Feed this hot set (its clock wins over {@link #clock}). */
+    public Builder hotset(HotSet hotset) {
+      this.hotset = hotset;
+      return this;
+    }
+
+    public Builder maxKeys(int maxKeys) {
+      this.maxKeys = maxKeys;
+      return this;
+    }
+
+    /** Instances whose heartbeat is older than this are ignored at bootstrap (seconds). */
+    public Builder staleAfterSeconds(double s) {
+      this.staleAfterSeconds = s;
+      return this;
+    }
+
+    public Builder expireIntervalMillis(long ms) {
+      this.expireIntervalMillis = ms;
+      return this;
+    }
+
+    /** Periodic full resync from the snapshots; 0 disables it. */
+    public Builder resyncIntervalMillis(long ms) {
+      this.resyncIntervalMillis = ms;
+      return this;
+    }
+
+    /** Reconnect backoff: first delay and cap, in seconds. */
+    public Builder backoff(double baseSeconds, double capSeconds) {
+      this.backoffBase = baseSeconds;
+      this.backoffCap = capSeconds;
+      return this;
+    }
+
+    public Subscriber build() {
+      return new Subscriber(this);
+    }
+  }
+
+  // -------------------------------------------------------------- lifecycle
+
+  public synchronized Subscriber start() {
+    if (thread != null) {
+      return this;
+    }
+    thread = new Thread(this::run, "hotkeyd-subscriber");
+    thread.setDaemon(true);
+    thread.start();
+    timer = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "hotkeyd-subscriber-timer");
+      t.setDaemon(true);
+      return t;
+    });
+    timer.scheduleWithFixedDelay(
+        this::expireSafely, expireIntervalMillis, expireIntervalMillis, TimeUnit.MILLISECONDS);
+    if (resyncIntervalMillis > 0) {
+      timer.scheduleWithFixedDelay(
+          this::periodicResync, resyncIntervalMillis, resyncIntervalMillis, TimeUnit.MILLISECONDS);
+    }
+    return this;
+  }
+
+  /** Wait until the first bootstrap is done; false on timeout. */
+  public boolean awaitReady(long timeout, TimeUnit unit) throws InterruptedException {
+    return ready.await(timeout, unit);
+  }
+
+  public boolean connected() {
+    return connected;
+  }
+
+  @Override
+  public void close() {
+    if (!stopped.compareAndSet(false, true)) {
+      return;
+    }
+    stopLatch.countDown();
+    PubSub ps = pubsub;
+    if (ps != null) {
+      try {
+        ps.unsubscribe();
+      } catch (RuntimeException e) {
+        LOG.debug("unsubscribe on close failed", e);
+      }
+    }
+    if (timer != null) {
+      timer.shutdownNow();
+    }
+    Thread t = thread;
+    if (t != null) {
+      try {
+        t.join(2000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    connected = false;
+  }
+
+  // ------------------------------------------------------------------ resync
+
+  /** Read the snapshots of live instances (or of one) from Redis. */
+  public List<Message> readSnapshots(String instance) {
+    List<String> ids;
+    if (instance != null) {
+      ids = List.of(instance);
+    } else {
+      double now = clock.currentTimeMillis() / 1000.0;
+      ids = new ArrayList<>(
+          jedis.zrangeByScore(namespace.instances(), now - staleAfterSeconds, Double.POSITIVE_INFINITY));
+    }
+    if (ids.isEmpty()) {
+      return List.of();
+    }
+    byte[][] keys = new byte[ids.size()][];
+    for (int i = 0; i < keys.length; i++) {
+      keys[i] = namespace.snapshot(ids.get(i)).getBytes(StandardCharsets.UTF_8);
+    }
+    // One MGET: the snapshot keys share the {prefix} hash tag (one cluster slot).
+    List<byte[]> raws = jedis.mget(keys);
+    List<Message> out = new ArrayList<>();
+    for (int i = 0; i < keys.length; i++) {
+      byte[] raw = raws.get(i);
+      if (raw == null) {
+        continue;
+      }
+      try {
+        out.add(Message.parse(raw).asFull());
+      } catch (WireException e) {
+        stats.badMessages.incrementAndGet();
+        LOG.warn("corrupt snapshot of instance {}: {}", ids.get(i), e.getMessage());
+      }
+    }
+    return out;
+  }
+
+  // -------------------------------------------------------------------- loop
+
+  private void run() {
+    while (!stopped.get()) {
+      PubSub ps = new PubSub();
+      pubsub = ps;
+      try {
+        jedis.subscribe(ps, eventsChannel, invalidateChannel); // blocks until unsubscribed
+      } catch (JedisException | IllegalStateException e) {
+        if (!stopped.get()) {
+          LOG.warn("hotkeyd subscription lost ({}); reconnecting", e.getMessage());
+        }
+      } catch (RuntimeException e) {
+        LOG.error("hotkeyd subscriber failed; restarting", e);
+      } finally {
+        connected = false;
+        pubsub = null;
+      }
+      if (stopped.get()) {
+        break;
+      }
+      try {
+        stopLatch.await(backoff.nextDelayMillis(), TimeUnit.MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+  }
+
+  private void bootstrap() {
+    onSubscribed();
+    applySnapshots(readSnapshots(null));
+    connected = true;
+    backoff.reset();
+    ready.countDown();
+  }
+
+  private void expireSafely() {
+    try {
+      hotset.expire();
+    } catch (RuntimeException e) {
+      LOG.error("hot-set expiry failed", e);
+    }
+  }
+
+  private void periodicResync() {
+    if (!connected) {
+      return;
+    }
+    try {
+      applySnapshots(readSnapshots(null));
+    } catch (RuntimeException e) {
+      LOG.warn("periodic resync failed: {}", e.getMessage());
+    }
+  }
+
+  private final class PubSub extends BinaryJedisPubSub {
+    private int confirmed;
+
+    @Override
+    public void onSubscribe(byte[] channel, int subscribedChannels) {
+      if (++confirmed == 2) {
+        try {
+          bootstrap();
+        } catch (RuntimeException e) {
+          // Cannot read the snapshots: drop the subscription and reconnect with backoff.
+          LOG.warn("hotkeyd bootstrap failed ({}); reconnecting", e.getMessage());
+          unsubscribe();
+        }
+      }
+    }
+
+    @Override
+    public void onMessage(byte[] channel, byte[] message) {
+      if (Arrays.equals(channel, eventsChannel)) {
+        Message msg = parse(message);
+        if (msg != null && onEvent(msg)) {
+          List<Message> snaps;
+          try {
+            snaps = readSnapshots(msg.instance());
+          } catch (RuntimeException e) {
+            LOG.warn("resync of {} failed: {}", msg.instance(), e.getMessage());
+            snaps = List.of();
+          }
+          afterResync(msg, snaps);
+        }
+      } else {
+        onInvalidation(message);
+      }
+    }
+  }
+}

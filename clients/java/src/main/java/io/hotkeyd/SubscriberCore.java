@@ -1,0 +1,123 @@
+package io.hotkeyd;
+
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The I/O-free half of a subscriber: how messages, snapshots and gaps change the hot set.
+ * {@link Subscriber} adds Redis; the conformance tests drive this class directly.
+ */
+public class SubscriberCore {
+  private static final Logger LOG = LoggerFactory.getLogger(SubscriberCore.class);
+
+  protected final HotSet hotset;
+  protected final Namespace namespace;
+  protected final SubscriberStats stats = new SubscriberStats();
+  private final List<Consumer<byte[]>> invalidationListeners = new CopyOnWriteArrayList<>();
+  private final List<Runnable> resetListeners = new CopyOnWriteArrayList<>();
+
+  public SubscriberCore(HotSet hotset, Namespace namespace) {
+    this.hotset = hotset;
+    this.namespace = namespace;
+  }
+
+  public HotSet hotset() {
+    return hotset;
+  }
+
+  public Namespace namespace() {
+    return namespace;
+  }
+
+  public SubscriberStats stats() {
+    return stats;
+  }
+
+  /** {@code fn(payload)} for each message on the invalidation channel. */
+  public void addInvalidationListener(Consumer<byte[]> fn) {
+    invalidationListeners.add(fn);
+  }
+
+  /** {@code fn()} after every (re)subscription: invalidations may have been missed. */
+  public void addResetListener(Runnable fn) {
+    resetListeners.add(fn);
+  }
+
+  public void onSubscribed() {
+    if (stats.connects.incrementAndGet() > 1) {
+      stats.reconnects.incrementAndGet();
+    }
+    for (Runnable fn : resetListeners) {
+      try {
+        fn.run();
+      } catch (RuntimeException e) {
+        LOG.error("reset listener {} failed", fn, e);
+      }
+    }
+  }
+
+  public void applySnapshots(List<Message> snapshots) {
+    stats.resyncs.incrementAndGet();
+    for (Message m : snapshots) {
+      hotset.apply(m.asFull());
+    }
+  }
+
+  /** Parse a notification; null (counted, logged) when malformed. */
+  public Message parse(byte[] data) {
+    stats.messages.incrementAndGet();
+    try {
+      return Message.parse(data);
+    } catch (WireException e) {
+      if (Long.bitCount(stats.badMessages.incrementAndGet()) == 1) {
+        LOG.warn("bad notification on {}: {}", namespace.channel(), e.getMessage());
+      }
+      return null;
+    }
+  }
+
+  /** Apply {@code msg}; true means: resync its instance, then {@link #afterResync}. */
+  public boolean onEvent(Message msg) {
+    ApplyResult res = hotset.apply(msg);
+    if (res == ApplyResult.GAP) {
+      if (hotset.lastSeq(msg.instance()) != null) {
+        stats.gaps.incrementAndGet();
+      }
+      return true;
+    }
+    count(res);
+    return false;
+  }
+
+  public void afterResync(Message msg, List<Message> snapshots) {
+    applySnapshots(snapshots);
+    ApplyResult res = hotset.apply(msg);
+    if (res == ApplyResult.GAP) { // the snapshot lags too: accept, TTLs heal the rest
+      stats.gapsUnrecovered.incrementAndGet();
+      res = hotset.apply(msg, true);
+    }
+    count(res);
+  }
+
+  public void onInvalidation(byte[] payload) {
+    stats.invalidations.incrementAndGet();
+    for (Consumer<byte[]> fn : invalidationListeners) {
+      try {
+        fn.accept(payload);
+      } catch (RuntimeException e) {
+        LOG.error("invalidation listener {} failed", fn, e);
+      }
+    }
+  }
+
+  private void count(ApplyResult res) {
+    if (res == ApplyResult.APPLIED) {
+      stats.applied.incrementAndGet();
+    } else {
+      stats.stale.incrementAndGet();
+    }
+  }
+}

