@@ -14,13 +14,15 @@ from typing import Any
 import pytest
 
 from hotkeyd.client._util import key_bytes
+from hotkeyd.client.demand import DemandCounter
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.invalidation import decode_invalidation, encode_invalidation
 from hotkeyd.client.reporter import partition_for
 from hotkeyd.client.sharded import ShardedCounter
 from hotkeyd.client.subscriber import SubscriberCore
 from hotkeyd.clock import ManualClock
-from hotkeyd.wire import Message, WireError, decode_key, encode_key
+from hotkeyd.demand import DemandEntry
+from hotkeyd.wire import Message, Namespace, WireError, decode_key, encode_key
 
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 
@@ -222,32 +224,51 @@ def test_vectors_follow_the_schemas() -> None:
             demand.validate({**msg, "seq": next(seqs)})
 
 
-def test_demand_vectors_are_consistent() -> None:
-    """Until every client encodes demand: the expected messages follow from the reads."""
-    for case in DEMAND["cases"]:
-        per: dict[str, dict[tuple[bytes, int], int]] = {}
-        for r in case["reads"]:
-            k = (bytes.fromhex(r["key_hex"]), r["db"])
-            per.setdefault(r["instance"], {})[k] = per.get(r["instance"], {}).get(k, 0) + r["n"]
-        assert set(per) == set(case["messages"]), case["name"]
-        assert len(case["seqs"]) == len(per)
-        for inst, counts in per.items():
-            msg = case["messages"][inst]
-            got = {ident(e): e["n"] for e in msg["entries"]}
-            assert len(msg["entries"]) <= 1000
-            assert all(1 <= n <= 2**32 - 1 for n in got.values())
-            assert set(got) <= set(counts)
-            dropped = sum(counts.values()) - sum(got.values())
-            assert dropped == case["dropped"][inst], case["name"]
-            if got and len(got) < len(counts):
-                assert min(got.values()) >= max(counts[k] for k in counts if k not in got)
-            for e in msg["entries"]:
-                assert e == {
-                    **encode_key(ident(e)[0]),
-                    **({"db": e["db"]} if "db" in e else {}),
-                    "n": e["n"],
-                }
-            assert msg["app"] == case["app"] and msg["ts"] == case["ts"]
+@pytest.mark.parametrize("case", DEMAND["cases"], ids=[c["name"] for c in DEMAND["cases"]])
+def test_demand_vector(case: dict[str, Any]) -> None:
+    """One interval of reads -> the reports the app publishes (DemandCounter.message)."""
+    clock = ManualClock(start=1000.0, epoch=case["ts"])
+    counter = DemandCounter(
+        HotSet(clock),
+        case["app"],
+        Namespace("p"),
+        clock,
+        interval=case["interval_ms"] / 1000.0,
+    )
+    counter.next_seq = case["seq"]
+    per: dict[str, dict[tuple[bytes, int], int]] = {}
+    for r in case["reads"]:
+        k = (bytes.fromhex(r["key_hex"]), r["db"])
+        inst = per.setdefault(r["instance"], {})
+        inst[k] = inst.get(k, 0) + r["n"]
+    got: dict[str, dict[str, Any]] = {}
+    seqs = []
+    for inst in sorted(per):
+        before = counter.stats.dropped
+        entries = [DemandEntry(k, n, db) for (k, db), n in per[inst].items()]
+        channel, payload, _total = counter.message(inst, entries)
+        assert channel == f"p:demand:{inst}"
+        assert counter.stats.dropped - before == case["dropped"][inst]
+        msg = json.loads(payload)
+        seqs.append(msg.pop("seq"))
+        got[inst] = msg
+    assert sorted(seqs) == case["seqs"]
+    assert set(got) == set(case["messages"])
+    for inst, want in case["messages"].items():
+        msg = got[inst]
+        assert {k: v for k, v in msg.items() if k != "entries"} == {
+            k: v for k, v in want.items() if k != "entries"
+        }
+        assert {ident(e): e["n"] for e in msg["entries"]} == {
+            ident(e): e["n"] for e in want["entries"]
+        }
+        assert len(msg["entries"]) == len(want["entries"])
+        for e in msg["entries"]:
+            assert e == {
+                **encode_key(ident(e)[0]),
+                **({"db": e["db"]} if "db" in e else {}),
+                "n": e["n"],
+            }
 
 
 def test_base64_in_vectors_is_standard_padded() -> None:

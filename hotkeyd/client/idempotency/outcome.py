@@ -65,7 +65,7 @@ def _s(v: Any) -> str:
 
 
 def parse_begin(reply: list[Any], key: str, record: str, fp: str) -> Begin:
-    """Turn the reply of ``begin.lua`` into a :class:`Begin`."""
+    """Turn the reply of ``spec/lua/idempotency_begin.lua`` into a :class:`Begin`."""
     kind = _s(reply[0])
     if kind == "new":
         lease = Lease(key=key, record=record, token=int(reply[1]), fingerprint=fp)

@@ -1,18 +1,19 @@
 """The guard's Lua scripts, one per transition, loaded once at import.
 
-They live as ``.lua`` files beside this module so that other clients (Java, Go, Node)
-can run the very same scripts and the Redis records stay compatible across languages.
+They live in ``spec/lua/idempotency_*.lua`` (read through :mod:`hotkeyd.contract`), the
+one source other clients (Java, Go, Node) load too, so the Redis records stay compatible
+across languages.
 """
 
 from __future__ import annotations
 
-from importlib import resources
+from hotkeyd.contract import lua
 
 __all__ = ["BEGIN", "COMPLETE", "EXTEND", "RELEASE"]
 
 
 def _load(name: str) -> str:
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return lua(f"idempotency_{name}")
 
 
 BEGIN = _load("begin.lua")  # NEW -> PROCESSING; expired PROCESSING -> PROCESSING (takeover)
