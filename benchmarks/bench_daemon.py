@@ -184,9 +184,8 @@ def bench_false_alarms(seconds: float, rate: float, threshold_factor: float) -> 
     threshold = top_rate * threshold_factor
     pub = MemoryPublisher(instance="bench")
     src = SyntheticSource(rate=rate, universe=100_000, alpha=1.0, duration=seconds, seed=3)
-    svc = Service(Settings(http_port=None), publisher=pub, sources=[src])
     rules = RuleSet(default=Rule("default", threshold=threshold, ttl=2.0, cooldown=2.0))
-    svc.detector.set_rules(rules)
+    svc = Service(Settings(http_port=None), publisher=pub, sources=[src], rules=rules)
     svc.run()
     hot = [h.key for m in pub.messages for h in m.hot if not m.final]
     return {

@@ -137,9 +137,7 @@ def run_demo(
         redis_url=redis_url, http_port=None, namespace="hotkeyd-demo", instance="demo"
     )
     publisher = None if redis_url else MemoryPublisher(instance="demo", on_message=hotset_apply)
-    service = Service(settings, sources=[source], publisher=publisher)
-    service.rules = rules
-    service.detector.set_rules(rules)
+    service = Service(settings, sources=[source], publisher=publisher, rules=rules)
 
     t0 = time.monotonic()
 

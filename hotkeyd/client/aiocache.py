@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 
-from hotkeyd.client._util import key_bytes
 from hotkeyd.client.aio import AsyncSubscriber
 from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet
@@ -28,6 +27,7 @@ from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.clock import Clock
 from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import UnreachableError
+from hotkeyd.keys import key_bytes
 from hotkeyd.wire import Namespace
 
 __all__ = ["AsyncHotCache"]

@@ -27,7 +27,6 @@ from typing import Any, Literal, TypeVar
 
 import redis
 
-from hotkeyd.client._util import key_bytes
 from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import (
@@ -41,6 +40,7 @@ from hotkeyd.client.subscriber import Subscriber
 from hotkeyd.clock import Clock
 from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import ClientError, UnreachableError
+from hotkeyd.keys import key_bytes
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Namespace
 

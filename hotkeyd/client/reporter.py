@@ -39,6 +39,7 @@ from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.kafka import check_reachable, kafka_python
 from hotkeyd.errors import ClientError
 from hotkeyd.formats import MAX_COUNT, encode_counts
+from hotkeyd.keys import key_bytes
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
 
@@ -55,13 +56,11 @@ def partition_for(key: bytes, partitions: int) -> int:
 
 
 def _as_bytes(key: Any) -> bytes | None:
-    if isinstance(key, bytes):
-        return key
-    if isinstance(key, str):
-        return key.encode("utf-8", "surrogatepass")
-    if isinstance(key, (bytearray, memoryview)):
-        return bytes(key)
-    return None
+    """The key's bytes (:func:`hotkeyd.keys.key_bytes`), or None for a non-key."""
+    try:
+        return key_bytes(key)
+    except (TypeError, UnicodeEncodeError):
+        return None
 
 
 class Reporter:
@@ -378,10 +377,12 @@ def command_keys(args: tuple[Any, ...]) -> list[Any]:
 
 def _record_keys(reporter: Reporter, args: tuple[Any, ...]) -> None:
     for k in command_keys(args):
-        if isinstance(k, (bytes, str)):
-            reporter.record(k)
-        elif isinstance(k, (int, float)):
-            reporter.record(repr(k))
+        kb = _as_bytes(k)
+        if kb is not None:
+            reporter.record(kb)
+        else:  # not a key redis-py could send: counted as dropped, never silently lost
+            with reporter._lock:
+                reporter._dropped += 1
 
 
 def instrument(client: Any, reporter: Reporter) -> Any:

@@ -23,8 +23,8 @@ from typing import Any
 import mmh3
 import redis
 
-from hotkeyd.client._util import key_bytes
 from hotkeyd.contract import lua
+from hotkeyd.keys import key_bytes
 
 __all__ = ["ShardedCounter"]
 

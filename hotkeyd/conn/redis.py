@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 import redis.exceptions as rexc
@@ -34,6 +34,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from hotkeyd.conn.urls import redact_url
 from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
     "connect",
     "open_client",
     "parse_redis_url",
-    "redact_url",
     "translate_redis_error",
 ]
 
@@ -138,22 +138,6 @@ class RedisSettings:
                 ssl_check_hostname=self.ssl_check_hostname and self.ssl_cert_reqs != "none",
             )
         return kw
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***`` (safe to log)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    except ValueError:
-        return "<unparseable redis url>"
 
 
 def _bad(url: str, why: str) -> ConfigError:

@@ -13,7 +13,8 @@ import redis
 import redis.exceptions as rexc
 
 from hotkeyd.backoff import Backoff
-from hotkeyd.conn.redis import redact_url, translate_redis_error
+from hotkeyd.conn.redis import translate_redis_error
+from hotkeyd.conn.urls import redact_url
 
 __all__ = ["follow_channel"]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from hotkeyd.conn.urls import redact_any_url
+from hotkeyd.conn.urls import redact_url
 from hotkeyd.detector.config import DetectorConfig, same_setting
 from hotkeyd.errors import ConfigError
 
@@ -162,9 +162,9 @@ class Settings:
     def redacted(self) -> dict[str, Any]:
         """These settings as a JSON-ready dict, passwords in URLs masked (``--print-config``)."""
         shown = dataclasses.asdict(self)
-        shown["sources"] = [redact_any_url(u) for u in self.sources]
+        shown["sources"] = [redact_url(u) for u in self.sources]
         if self.redis_url:
-            shown["redis_url"] = redact_any_url(self.redis_url)
+            shown["redis_url"] = redact_url(self.redis_url)
         return shown
 
 

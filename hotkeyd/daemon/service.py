@@ -60,6 +60,8 @@ class Service:
         sources: override the sources built from ``settings.sources``.
         publisher: override the publisher built from ``settings.redis_url``.
         stdout: stream for the stdout publisher when there is no Redis URL.
+        rules: the rules to start with, instead of loading ``settings.rules`` (SIGHUP
+            still reloads from ``settings.rules`` when it is set).
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class Service:
         sources: list[Source] | None = None,
         publisher: Publisher | None = None,
         stdout: IO[str] | None = None,
+        rules: RuleSet | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -81,7 +84,9 @@ class Service:
             channel_override=settings.channel,
             sharded=settings.sharded_pubsub,
         )
-        self.rules: RuleSet = load_rules(settings.rules) if settings.rules else RuleSet.default()
+        if rules is None:
+            rules = load_rules(settings.rules) if settings.rules else RuleSet.default()
+        self.rules: RuleSet = rules
         self.detector = Detector(
             settings.detector,
             self.rules,
@@ -181,9 +186,9 @@ class Service:
             stuck = getattr(src, "unhealthy", None)
             if stuck:
                 reasons.append(f"source {src.name}: {stuck}")
-            if getattr(src, "connected", True) is False:
+            if not src.connected:
                 degraded.append(f"source {src.name}: not connected")
-            err = getattr(src, "error", None)
+            err = src.error
             if err is not None:
                 degraded.append(f"source {src.name}: {err}")
         if self.demand is not None and self.demand.error is not None:
@@ -286,11 +291,11 @@ class Service:
         """0 after a clean run; 1 when input was lost (a source failed, messages unsent)."""
         code = 0
         for src in self.sources:
-            err = getattr(src, "error", None)
+            err = src.error
             if err is not None:
                 logger.error("source %s failed: %s", src.name, err)
                 code = 1
-        unsent = int(getattr(self.publisher, "unsent", 0) or 0)
+        unsent = self.publisher.unsent
         if unsent:
             logger.error("%d notification(s) could not be published before exit", unsent)
             code = 1

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, TickResult
 from hotkeyd.detector.detector import Detector
-from hotkeyd.detector.window import SketchLike
 
 __all__ = [
     "Detector",
     "DetectorConfig",
     "IngestResult",
     "RateEntry",
-    "SketchLike",
     "TickResult",
 ]

@@ -37,10 +37,11 @@ from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.detector.served import ServedRing
 from hotkeyd.detector.sizing import KeySizer
 from hotkeyd.detector.state import HotKey, HotSet
-from hotkeyd.detector.window import SketchLike, SubWindowRing
+from hotkeyd.detector.window import SubWindowRing
 from hotkeyd.errors import ConfigError, SketchError
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
+from hotkeyd.sketch import SketchLike
 from hotkeyd.wire import CoolEntry, HotEntry
 
 __all__ = ["Detector"]

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from hotkeyd.detector.keys import encode_keys
-from hotkeyd.detector.window import SketchLike
 from hotkeyd.errors import SketchError
 from hotkeyd.ratelog import RateLimitedLog
+from hotkeyd.sketch import SketchLike
 
 __all__ = ["Intake", "count_lines", "count_nonempty_lines"]
 

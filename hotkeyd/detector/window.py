@@ -14,28 +14,11 @@ slot's caches are dropped so the next evaluation sees the new counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable
 
-__all__ = ["SketchLike", "SubWindowRing"]
+from hotkeyd.sketch import SketchLike
 
-
-@runtime_checkable
-class SketchLike(Protocol):
-    """What the detector uses of a sketch (``hotkeyd.sketch.HeavyKeeper`` fits)."""
-
-    def update_many(self, keys: Sequence[bytes], counts: Any = None) -> Any: ...
-
-    def update_lines(self, buf: Any, counted: bool = False) -> tuple[int, int, int]: ...
-
-    def topk(self, n: int | None = None) -> list[tuple[bytes, int]]: ...
-
-    def estimate(self, key: bytes) -> int: ...
-
-    def clear(self) -> None: ...
-
-    @property
-    def nbytes(self) -> int: ...
+__all__ = ["SubWindowRing"]
 
 
 class _Slot:

@@ -11,7 +11,6 @@ All follow the :class:`Publisher` protocol.
 from __future__ import annotations
 
 from hotkeyd.publish.base import (
-    Backoff,
     HotSetState,
     Publisher,
     default_instance_id,
@@ -22,7 +21,6 @@ from hotkeyd.publish.redis import RedisPublisher
 from hotkeyd.publish.stdout import StdoutPublisher
 
 __all__ = [
-    "Backoff",
     "HotSetState",
     "MemoryPublisher",
     "Publisher",

@@ -10,8 +10,6 @@ does not want to know about:
   by :meth:`Publisher.update_state`). Because the hot set is *state*, a publisher that
   lost messages (queue overflow, Redis restart) can always recover with one
   ``full=true`` message instead of replaying history.
-
-It re-exports :class:`~hotkeyd.backoff.Backoff` for the publishers.
 """
 
 from __future__ import annotations
@@ -24,12 +22,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from hotkeyd.backoff import Backoff
 from hotkeyd.clock import Clock
 from hotkeyd.wire import CoolEntry, HotEntry, Message, encode_key
 
 __all__ = [
-    "Backoff",
     "HotSetState",
     "Publisher",
     "default_instance_id",
@@ -95,6 +91,11 @@ class Publisher(Protocol):
     @property
     def last_error(self) -> str | None:
         """One line describing the latest failure, None after a success."""
+        ...
+
+    @property
+    def unsent(self) -> int:
+        """Messages :meth:`close` could not deliver (0 until close() returned)."""
         ...
 
     def start(self) -> None:

@@ -86,6 +86,11 @@ class MemoryPublisher:
     def close(self, timeout: float = 5.0) -> None:
         self.closed = True
 
+    @property
+    def unsent(self) -> int:
+        """Always 0: every message is recorded."""
+        return 0
+
     # --- test helpers
     def snapshot(self) -> Message:
         """What the Redis publisher would store as this instance's snapshot now."""

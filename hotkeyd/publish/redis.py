@@ -45,6 +45,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from hotkeyd.backoff import Backoff
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.cluster import AnyRedis, is_cluster, publish_many
 from hotkeyd.conn.redis import (
@@ -57,7 +58,6 @@ from hotkeyd.conn.redis import (
 from hotkeyd.metrics import Metrics
 from hotkeyd.publish.base import (
     DEFAULT_TOP_LIMIT,
-    Backoff,
     HotSetState,
     default_instance_id,
 )

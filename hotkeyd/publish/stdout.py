@@ -64,6 +64,7 @@ class StdoutPublisher:
         self._full_on_start = full_on_start
         self._last_error: str | None = None
         self._closed = False
+        self._unsent = 0
 
     @property
     def instance(self) -> str:
@@ -76,6 +77,11 @@ class StdoutPublisher:
     @property
     def last_error(self) -> str | None:
         return self._last_error
+
+    @property
+    def unsent(self) -> int:
+        """Messages whose write failed (a closed or broken output)."""
+        return self._unsent
 
     def start(self) -> None:
         if self._full_on_start:
@@ -127,6 +133,7 @@ class StdoutPublisher:
                     cast(IO[bytes], self._stream).write(data)
                 self._stream.flush()
             except (OSError, ValueError) as exc:  # BrokenPipeError, closed file
+                self._unsent += 1
                 self._fail(exc)
                 return
         self._last_error = None

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hotkeyd.errors import SerializationError, SketchError
+from hotkeyd.keys import key_bytes
 
 _mmh3_hash: Any
 try:
@@ -247,10 +248,10 @@ def _plan(
 
 
 def _key_bytes(o: Any) -> bytes:
-    if isinstance(o, bytes):
-        return bytes(o)
-    if isinstance(o, str):
-        return o.encode("utf-8")
+    # bytes and str follow the one key rule (hotkeyd.keys); like the C core, the sketch
+    # also takes any contiguous buffer, and no numbers
+    if isinstance(o, (bytes, str)):
+        return key_bytes(o)
     try:
         mv = memoryview(o)
     except TypeError:

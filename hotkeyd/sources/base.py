@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from hotkeyd.batch import Batch
+from hotkeyd.errors import HotkeydError
 
 __all__ = ["Batch", "Source"]
 
@@ -44,6 +45,20 @@ class Source(Protocol):
     @property
     def exhausted(self) -> bool:
         """True once a finite source (a file without --follow) has nothing more."""
+        ...
+
+    @property
+    def error(self) -> HotkeydError | str | None:
+        """The source's failure (an exception or one line), else None.
+
+        While running it makes the daemon degraded; a finite source sets it before
+        ``exhausted`` turns true when input was lost, and the daemon then exits 1.
+        """
+        ...
+
+    @property
+    def connected(self) -> bool:
+        """False while the source cannot reach its server (the daemon is degraded)."""
         ...
 
     def close(self) -> None:

@@ -139,6 +139,11 @@ class StreamSource:
         """
         return self._error
 
+    @property
+    def connected(self) -> bool:
+        """Always True: files and pipes have no server to lose."""
+        return True
+
     def close(self) -> None:
         self._stop.set()
         # Unblock a reader waiting on a full queue.

@@ -136,5 +136,14 @@ class SyntheticSource:
     def exhausted(self) -> bool:
         return self._exhausted
 
+    @property
+    def error(self) -> None:
+        """Never fails."""
+        return None
+
+    @property
+    def connected(self) -> bool:
+        return True
+
     def close(self) -> None:
         self._exhausted = True

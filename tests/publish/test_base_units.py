@@ -7,9 +7,9 @@ import re
 
 import pytest
 
+from hotkeyd.backoff import Backoff
 from hotkeyd.clock import ManualClock
 from hotkeyd.publish import (
-    Backoff,
     HotSetState,
     MemoryPublisher,
     Publisher,

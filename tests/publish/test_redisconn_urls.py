@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from hotkeyd.conn.redis import client_from_url, parse_redis_url, redact_url, translate_redis_error
+from hotkeyd.conn.redis import client_from_url, parse_redis_url, translate_redis_error
+from hotkeyd.conn.urls import redact_url
 from hotkeyd.errors import ConfigError, PublishError, UnreachableError
 from hotkeyd.publish import RedisPublisher
 

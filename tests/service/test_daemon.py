@@ -483,6 +483,8 @@ def test_a_source_failing_at_start_leaves_no_live_snapshot(redis_server: RedisSe
     class Broken:
         name = "broken"
         exhausted = False
+        error = None
+        connected = True
 
         def start(self) -> None:
             raise HotkeydError("cannot open source")

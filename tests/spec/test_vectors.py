@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from hotkeyd.client._util import key_bytes
 from hotkeyd.client.demand import DemandCounter
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.invalidation import decode_invalidation, encode_invalidation
@@ -22,6 +21,7 @@ from hotkeyd.client.sharded import ShardedCounter
 from hotkeyd.client.subscriber import SubscriberCore
 from hotkeyd.clock import ManualClock
 from hotkeyd.demand import DemandEntry
+from hotkeyd.keys import key_bytes
 from hotkeyd.wire import Message, Namespace, WireError, decode_key, encode_key
 
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from hotkeyd.backoff import Backoff
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.kafka import KafkaSettings, check_reachable, kafka_python
@@ -229,7 +230,7 @@ class KafkaSource:
 
     # -- consumer thread ------------------------------------------------------------------
     def _run(self) -> None:
-        backoff = 0.5
+        backoff = Backoff(0.5, _MAX_BACKOFF)
         failures = 0
         try:
             while not self._stop.is_set():
@@ -238,18 +239,19 @@ class KafkaSource:
                         self._consumer = self._connect()
                     except Exception as exc:
                         self._metrics.source_errors.labels(source=self.name, kind="connect").inc()
+                        delay = backoff.next_delay()
                         self._log(
                             logging.WARNING,
                             "connect",
                             "kafka: cannot connect to %s (%s); retrying in %.1f s",
                             ",".join(self.settings.bootstrap),
                             exc,
-                            backoff,
+                            delay,
                         )
-                        self._stop.wait(backoff)
-                        backoff = min(backoff * 2, _MAX_BACKOFF)
+                        self._stop.wait(delay)
                         continue
-                    backoff, failures = 0.5, 0
+                    backoff.reset()
+                    failures = 0
                     self._connected = True
                     logger.info(
                         "kafka: connected, subscribed to %s", ",".join(self.settings.topics)

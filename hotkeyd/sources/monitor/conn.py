@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from hotkeyd.conn.redis import RedisSettings, parse_redis_url, redact_url
+from hotkeyd.conn.redis import RedisSettings, parse_redis_url
+from hotkeyd.conn.urls import redact_url
 from hotkeyd.errors import ConfigError, MonitorError, MonitorPermissionError
 
 __all__ = [

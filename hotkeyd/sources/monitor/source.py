@@ -145,6 +145,21 @@ class MonitorSource:
     def exhausted(self) -> bool:
         return False
 
+    @property
+    def error(self) -> None:
+        """Never set: taps retry every failure after start."""
+        return None
+
+    @property
+    def connected(self) -> bool:
+        """False while a server that was down at start has not been reached since.
+
+        A tap that lost a connection it had reconnects within its backoff (and a
+        duty cycle may reconnect on purpose), so only never-reached servers count.
+        """
+        with self.cond:
+            return not any(t.failed_at_start and not t.ever_connected for t in self.taps)
+
     def _discover(self, target: MonitorTarget) -> list[MonitorTarget]:
         """A cluster seed -> its primaries; a standalone server -> itself."""
         nodes = self._ask_nodes(target)
