@@ -38,6 +38,7 @@ from typing import Any
 from hotkeyd.errors import HotkeydError
 
 __all__ = [
+    "INSTANCE_MAX_AGE",
     "WIRE_VERSION",
     "CoolEntry",
     "HotEntry",
@@ -49,6 +50,10 @@ __all__ = [
 ]
 
 WIRE_VERSION = 1
+
+INSTANCE_MAX_AGE = 30.0
+"""Seconds after its last heartbeat an instance counts as gone: readers skip it and the
+daemons' heartbeats prune it from ``{<prefix>}:instances``."""
 
 
 class WireError(HotkeydError, ValueError):

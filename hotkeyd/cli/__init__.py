@@ -128,7 +128,7 @@ def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, co
     A lost connection is reported on stderr and re-established with backoff; events
     published while disconnected are not replayed (run `hotkeyd top` for the state).
     """
-    from hotkeyd.conn.redis import client_from_url
+    from hotkeyd.conn.redis import connect
     from hotkeyd.console.events import follow_channel
     from hotkeyd.console.text import format_message
     from hotkeyd.wire import Message, Namespace, WireError
@@ -144,7 +144,7 @@ def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, co
 
     def go() -> int:
         channel_name = Namespace(prefix=namespace, channel_override=channel).channel
-        client = client_from_url(redis_url)
+        client = connect(redis_url, check=False)
         try:
             notice = lambda line: click.echo(f"! {line}", err=True)  # noqa: E731
             follow_channel(client, channel_name, show, count=count, notice=notice, where=redis_url)
@@ -196,7 +196,7 @@ def check(http: str, strict: bool, redis_url: str | None, namespace: str, max_ag
     unhealthy, while Redis or a source is unreachable: it keeps detecting and retries,
     and restarting it would not help. --strict fails on degraded too.
     """
-    from hotkeyd.conn.redis import client_from_url
+    from hotkeyd.conn.redis import connect
     from hotkeyd.console.health import check_heartbeat, check_http
     from hotkeyd.wire import Namespace
 
@@ -204,7 +204,7 @@ def check(http: str, strict: bool, redis_url: str | None, namespace: str, max_ag
         if not redis_url:
             click.echo(check_http(http, strict=strict))
             return 0
-        client = client_from_url(redis_url)
+        client = connect(redis_url, check=False)
         try:
             click.echo(check_heartbeat(client, Namespace(prefix=namespace), max_age=max_age))
         finally:

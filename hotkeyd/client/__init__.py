@@ -20,7 +20,8 @@ from hotkeyd.client.invalidation import ServerTracking, decode_invalidation, enc
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.metrics import ClientMetrics
 from hotkeyd.client.sharded import ShardedCounter
-from hotkeyd.client.subscriber import Subscriber, SubscriberStats, read_snapshots
+from hotkeyd.client.snapshots import read_snapshots
+from hotkeyd.client.subscriber import Subscriber, SubscriberStats
 
 __all__ = [
     "ApplyResult",

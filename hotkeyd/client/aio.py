@@ -15,45 +15,20 @@ import time
 from typing import Any
 
 import redis
-import redis.asyncio as aredis
 
 from hotkeyd.client.hotset import HotSet
-from hotkeyd.client.subscriber import SubscriberCore, parse_snapshots, snapshot_ids
+from hotkeyd.client.snapshots import afetch_snapshots
+from hotkeyd.client.subscriber import SubscriberCore
 from hotkeyd.clock import Clock
-from hotkeyd.errors import ClientError
-from hotkeyd.ratelog import RateLimitedLog
+from hotkeyd.conn.cluster import AnyAsyncRedis, AsyncRedisCluster
+from hotkeyd.errors import ClientError, UnreachableError
 from hotkeyd.wire import Message, Namespace
 
-__all__ = ["AsyncSubscriber", "aread_snapshots"]
+__all__ = ["AsyncSubscriber"]
 
 logger = logging.getLogger(__name__)
 
-_CONN_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
-
-
-async def aread_snapshots(
-    client: aredis.Redis,
-    namespace: Namespace,
-    clock: Clock,
-    *,
-    stale_after: float = 30.0,
-    instances: list[str] | None = None,
-) -> list[Message]:
-    """Async version of :func:`~hotkeyd.client.subscriber.read_snapshots`."""
-    from hotkeyd.client.subscriber import SubscriberStats
-
-    if instances is None:
-        members = await client.zrangebyscore(
-            namespace.instances, clock.time() - stale_after, "+inf"
-        )
-        instances = snapshot_ids(members)
-    if not instances:
-        return []
-    async with client.pipeline(transaction=False) as pipe:
-        for inst in instances:
-            pipe.get(namespace.snapshot(inst))
-        raws = await pipe.execute()
-    return parse_snapshots(instances, raws, SubscriberStats(), RateLimitedLog(logger))
+_CONN_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError, UnreachableError)
 
 
 class AsyncSubscriber(SubscriberCore):
@@ -65,7 +40,7 @@ class AsyncSubscriber(SubscriberCore):
 
     def __init__(
         self,
-        client: aredis.Redis,
+        client: AnyAsyncRedis,
         hotset: HotSet | None = None,
         *,
         namespace: Namespace | None = None,
@@ -125,19 +100,28 @@ class AsyncSubscriber(SubscriberCore):
 
     async def resync(self, instance: str | None = None) -> list[Message]:
         """Read snapshots (all live instances, or one)."""
-        return await aread_snapshots(
+        snaps = await afetch_snapshots(
             self.client,
             self.namespace,
-            self.clock,
-            stale_after=self.stale_after,
+            clock=self.clock,
+            max_age=self.stale_after,
             instances=None if instance is None else [instance],
+            on_bad=self.on_bad_snapshot,
         )
+        return list(snaps.values())
 
     async def _run(self) -> None:
         while not self._stopping:
-            ps = self.client.pubsub(ignore_subscribe_messages=False)
+            ps: Any = None  # Any: the redis stubs lag redis-py 5+ (aclose, ssubscribe)
             try:
-                await ps.subscribe(*self.channels)
+                if isinstance(self.client, AsyncRedisCluster):
+                    await self.client.initialize()  # its pubsub needs the slot map (idempotent)
+                client: Any = self.client
+                ps = client.pubsub(ignore_subscribe_messages=False)
+                if self.namespace.sharded:
+                    await ps.ssubscribe(*self.channels)
+                else:
+                    await ps.subscribe(*self.channels)
                 await self._await_subscribed(ps)
                 await self._bootstrap()
                 self.backoff.reset()
@@ -153,17 +137,23 @@ class AsyncSubscriber(SubscriberCore):
                     logging.ERROR, "hotkeyd async subscriber failed; restarting", exc_info=True
                 )
             finally:
-                with contextlib.suppress(Exception):
-                    await ps.aclose()  # type: ignore[attr-defined]
+                if ps is not None:
+                    with contextlib.suppress(Exception):
+                        await ps.aclose()
             if not self._stopping:
                 await asyncio.sleep(self.backoff.next_delay())
+
+    async def _get(self, ps: Any, timeout: float) -> Any:
+        if self.namespace.sharded and hasattr(ps, "get_sharded_message"):  # cluster
+            return await ps.get_sharded_message(timeout=timeout)
+        return await ps.get_message(timeout=timeout)
 
     async def _await_subscribed(self, ps: Any) -> None:
         pending = set(self.channels)
         deadline = time.monotonic() + 5.0
         while pending:
-            m = await ps.get_message(timeout=0.1)
-            if m is not None and m["type"] == "subscribe":
+            m = await self._get(ps, 0.1)
+            if m is not None and m["type"] == self.subscribe_type:
                 ch = m["channel"]
                 pending.discard(ch.decode() if isinstance(ch, bytes) else ch)
             if pending and time.monotonic() > deadline:
@@ -181,19 +171,19 @@ class AsyncSubscriber(SubscriberCore):
             next_resync += self.resync_interval
         events = self.namespace.channel
         while not self._stopping:
-            m = await ps.get_message(timeout=0.05)
+            m = await self._get(ps, 0.05)
             if m is not None:
                 ch = m["channel"]
                 ch = ch.decode("utf-8", "replace") if isinstance(ch, bytes) else ch
-                if m["type"] == "message":
+                if m["type"] == self.message_type:
                     if ch == events:
                         msg = self.parse(m["data"])
                         if msg is not None and self.on_event(msg):
                             self.after_resync(msg, await self.resync(msg.instance))
                     else:
                         self.on_invalidation(m["data"])
-                elif m["type"] == "subscribe" and ch == events:
-                    await self._bootstrap()  # redis-py reconnected and resubscribed
+                elif m["type"] == self.subscribe_type and ch in self.channels:
+                    await self._bootstrap()  # redis-py resubscribed: messages may be lost
             now = self.clock.monotonic()
             if now >= next_expire:
                 self.hotset.expire()

@@ -15,9 +15,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
-
-import redis.asyncio as aredis
+from typing import Any, TypeVar, cast
 
 from hotkeyd.client.aio import AsyncSubscriber
 from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStats
@@ -25,6 +23,7 @@ from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.clock import Clock
+from hotkeyd.conn.cluster import AnyAsyncRedis, client_db, is_cluster, publish_command
 from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import UnreachableError
 from hotkeyd.keys import key_bytes
@@ -41,7 +40,7 @@ class AsyncHotCache:
 
     def __init__(
         self,
-        client: aredis.Redis,
+        client: AnyAsyncRedis,
         subscriber: AsyncSubscriber | None = None,
         *,
         namespace: Namespace | None = None,
@@ -55,7 +54,9 @@ class AsyncHotCache:
         report_demand: bool = True,
         report_interval: float = DEFAULT_INTERVAL,
     ) -> None:
-        self.client = client
+        self.client: Any = cast(
+            Any, client
+        )  # Any: the redis stubs lack asyncio RedisCluster commands
         self._owns_subscriber = subscriber is None
         if subscriber is None:
             subscriber = AsyncSubscriber(client, namespace=namespace, clock=clock)
@@ -68,7 +69,9 @@ class AsyncHotCache:
         self.max_ttl = max_ttl
         self.origin = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._channel = subscriber.namespace.invalidate_channel
-        self._db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+        self._db = client_db(client)
+        self._cluster = is_cluster(client)  # a cluster pipeline cannot PUBLISH
+        self._publish_cmd = publish_command(subscriber.namespace.sharded)
         self._hot = self.hotset.items
         self._demand: AsyncDemandReporter | None = None
         if report_demand:
@@ -79,7 +82,7 @@ class AsyncHotCache:
                 self.clock,
                 interval=report_interval,
             )
-            self._demand = AsyncDemandReporter(counter, client.publish)
+            self._demand = AsyncDemandReporter(counter, self.client.publish)
         self._futures: dict[Hashable, asyncio.Future[Any]] = {}
         self.bad_invalidations = 0
         self.hotset.add_listener(on_cool=self.local.invalidate)
@@ -275,16 +278,22 @@ class AsyncHotCache:
     async def invalidate(self, *names: Any) -> None:
         """Drop ``names`` here and broadcast their invalidation."""
         kbs = [key_bytes(n) for n in names]
-        await self.client.publish(self._channel, encode_invalidation(self.origin, kbs))
+        payload = encode_invalidation(self.origin, kbs)
+        await self.client.execute_command(self._publish_cmd, self._channel, payload)
         for kb in kbs:
             self.local.invalidate(kb)
 
     async def _write(self, names: tuple[Any, ...], add: Callable[[Any], Any]) -> Any:
         kbs = [key_bytes(n) for n in names]
+        payload = encode_invalidation(self.origin, kbs)
         try:
+            if self._cluster:  # the write goes to its slot's node, the invalidation after it
+                result = await add(self.client)
+                await self.client.execute_command(self._publish_cmd, self._channel, payload)
+                return result
             async with self.client.pipeline(transaction=False) as pipe:
                 add(pipe)
-                pipe.publish(self._channel, encode_invalidation(self.origin, kbs))
+                pipe.execute_command(self._publish_cmd, self._channel, payload)
                 return (await pipe.execute())[0]
         finally:
             for kb in kbs:

@@ -25,8 +25,6 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Literal, TypeVar
 
-import redis
-
 from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import (
@@ -38,6 +36,13 @@ from hotkeyd.client.invalidation import (
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.subscriber import Subscriber
 from hotkeyd.clock import Clock
+from hotkeyd.conn.cluster import (
+    AnyRedis,
+    client_db,
+    client_from_any_url,
+    is_cluster,
+    publish_command,
+)
 from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import ClientError, UnreachableError
 from hotkeyd.keys import key_bytes
@@ -80,7 +85,7 @@ class HotCache:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: AnyRedis,
         subscriber: Subscriber | None = None,
         *,
         namespace: Namespace | None = None,
@@ -104,7 +109,8 @@ class HotCache:
         self._owns_client = False
         # Hot entries carry the Redis db the daemon saw; a copy is only served to a
         # client of the same db (key names often repeat across dbs).
-        self._db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+        self._db = client_db(client)
+        self._cluster = is_cluster(client)  # a cluster pipeline cannot PUBLISH
         self._owns_subscriber = subscriber is None
         if subscriber is None:
             subscriber = Subscriber(client, namespace=namespace, clock=clock)
@@ -119,6 +125,7 @@ class HotCache:
         self.broadcast = broadcast
         self.origin = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._channel = self.namespace.invalidate_channel
+        self._publish_cmd = publish_command(self.namespace.sharded)
         self._hot = self.hotset.items  # live dict: the one membership check of a cold read
         self._demand: DemandReporter | None = None
         if report_demand:
@@ -148,8 +155,11 @@ class HotCache:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> HotCache:
-        """Create a client for ``url`` (AUTH/ACL/TLS via the URL), start, and bootstrap."""
-        cache = cls(redis.Redis.from_url(url), **kwargs)
+        """Create a client for ``url`` (AUTH/ACL/TLS via the URL), start, and bootstrap.
+
+        A Redis Cluster node in ``url`` makes a ``RedisCluster`` client.
+        """
+        cache = cls(client_from_any_url(url), **kwargs)
         cache._owns_client = True
         return cache.start()
 
@@ -383,22 +393,25 @@ class HotCache:
     def invalidate(self, *names: Any) -> None:
         """Drop ``names`` here and broadcast their invalidation (e.g. after a DB write)."""
         kbs = [key_bytes(n) for n in names]
-        self.client.publish(self._channel, encode_invalidation(self.origin, kbs))
+        payload = encode_invalidation(self.origin, kbs)
+        self.client.execute_command(self._publish_cmd, self._channel, payload)
         for kb in kbs:
             self.local.invalidate(kb)
 
     def _write(self, names: tuple[Any, ...], add: Callable[[Any], Any]) -> Any:
         kbs = [key_bytes(n) for n in names]
         if self.broadcast == "known" and not any(kb in self._hot or kb in self.local for kb in kbs):
-            pipe = None
-        else:
-            pipe = self.client.pipeline(transaction=False)
-        if pipe is None:
             return add(self.client)
-        add(pipe)
-        pipe.publish(self._channel, encode_invalidation(self.origin, kbs))
+        payload = encode_invalidation(self.origin, kbs)
         try:
-            result = pipe.execute()[0]
+            if self._cluster:  # the write goes to its slot's node, the invalidation after it
+                result = add(self.client)
+                self.client.execute_command(self._publish_cmd, self._channel, payload)
+            else:  # one round trip
+                pipe = self.client.pipeline(transaction=False)
+                add(pipe)
+                pipe.execute_command(self._publish_cmd, self._channel, payload)
+                result = pipe.execute()[0]
         finally:
             for kb in kbs:  # also when the write failed: its effect is unknown
                 self.local.invalidate(kb)

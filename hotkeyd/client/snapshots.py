@@ -1,13 +1,17 @@
-"""Reading the snapshots daemons keep in Redis: for ``hotkeyd top`` and client bootstrap.
+"""The one snapshot reader: ``hotkeyd top``, client bootstrap and resync all use it.
 
 Each live instance ``I`` keeps ``{<prefix>}:snapshot:<I>`` (a JSON message with
 ``full: true``, its hot set, its top keys by rate, and the ``seq`` of the last message
 it reflects) with a TTL its heartbeat refreshes, and a member ``I`` in the sorted set
 ``{<prefix>}:instances`` scored by its last heartbeat (unix seconds).
 
-Readers prune the index as they go: members scored older than ``max_age`` seconds,
-and members whose snapshot key has expired (the instance died without cleaning up),
-are removed, so the index cannot grow without bound however many daemons come and go.
+Reading is **read-only** and **cluster-safe**: one ZREVRANGEBYSCORE for the instances
+heard from in the last ``max_age`` seconds, then one MGET of their snapshots. Every name
+carries the ``{<prefix>}`` hash tag, so the MGET never crosses a cluster slot. Index
+members whose snapshot has expired are skipped; pruning them is the daemons' job (each
+heartbeat removes members older than :data:`hotkeyd.wire.INSTANCE_MAX_AGE`), so a user
+with read-only rights can run ``hotkeyd top``. A snapshot that does not parse is
+skipped and counted (``on_bad``), never fatal.
 
 A client that wants an exact view subscribes to the channel *first*, then calls
 :func:`fetch_snapshots`, then applies buffered messages of instance ``I`` whose
@@ -17,102 +21,165 @@ A client that wants an exact view subscribes to the channel *first*, then calls
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-import redis
-import redis.exceptions as rexc
-
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.conn.redis import translate_redis_error
+from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import HotEntry, Message, Namespace, WireError
+from hotkeyd.wire import INSTANCE_MAX_AGE, HotEntry, Message, Namespace, WireError
 
 __all__ = [
     "DEFAULT_MAX_AGE",
     "MergedSnapshot",
+    "afetch_snapshots",
+    "alist_instances",
     "fetch_snapshots",
     "list_instances",
     "merge_snapshots",
     "read_merged",
+    "read_snapshots",
 ]
 
 logger = logging.getLogger(__name__)
 _ratelog = RateLimitedLog(logger, 30.0)
 
-DEFAULT_MAX_AGE = 30.0
-"""Seconds after its last heartbeat an index member is pruned even if its snapshot
-key still exists; generous, because heartbeat scores come from the daemons' clocks."""
+DEFAULT_MAX_AGE = INSTANCE_MAX_AGE
+"""Seconds after its last heartbeat an instance is no longer read; generous, because
+heartbeat scores come from the daemons' clocks."""
+
+OnBad = Callable[[str, WireError], None]
+
+
+def _log_bad(instance: str, exc: WireError) -> None:
+    _ratelog.warning("bad-snapshot", "skipping unreadable snapshot of %s: %s", instance, exc)
+
+
+def _ids(members: Iterable[bytes | str]) -> list[str]:
+    return [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in members]
+
+
+def _parse(ids: list[str], raws: Iterable[Any], on_bad: OnBad | None) -> dict[str, Message]:
+    out: dict[str, Message] = {}
+    for instance, raw in zip(ids, raws, strict=True):
+        if raw is None:  # expired: the instance died without cleaning up
+            continue
+        try:
+            msg = Message.loads(raw)
+        except WireError as exc:
+            (on_bad or _log_bad)(instance, exc)
+            continue
+        out[instance] = msg if msg.full else replace(msg, full=True)
+    return out
+
+
+def _range_args(
+    namespace: Namespace, clock: Clock | None, max_age: float
+) -> tuple[str, str, float]:
+    return namespace.instances, "+inf", (clock or SystemClock()).time() - max_age
 
 
 def list_instances(
-    client: redis.Redis,
+    client: Any,
     namespace: Namespace,
     *,
     clock: Clock | None = None,
     max_age: float = DEFAULT_MAX_AGE,
 ) -> list[str]:
-    """Return instance ids with a heartbeat in the last ``max_age`` s, newest first.
+    """Instance ids with a heartbeat in the last ``max_age`` s, newest first (read-only).
 
-    Older members are removed from the index (the stale-instance prune).
+    ``client`` is a ``redis.Redis`` or ``redis.cluster.RedisCluster``.
 
     Raises:
         UnreachableError, PublishError: Redis failed (one readable line).
     """
-    now = (clock or SystemClock()).time()
     try:
-        pipe = client.pipeline(transaction=False)
-        pipe.zremrangebyscore(namespace.instances, "-inf", f"({now - max_age}")
-        pipe.zrevrange(namespace.instances, 0, -1)
-        _, members = pipe.execute()
-    except (rexc.RedisError, OSError) as exc:
+        return _ids(client.zrevrangebyscore(*_range_args(namespace, clock, max_age)))
+    except REDIS_ERRORS as exc:
         raise translate_redis_error(exc) from exc
-    return [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in members]
 
 
 def fetch_snapshots(
-    client: redis.Redis,
+    client: Any,
     namespace: Namespace,
     *,
     clock: Clock | None = None,
     max_age: float = DEFAULT_MAX_AGE,
+    instances: list[str] | None = None,
+    on_bad: OnBad | None = None,
 ) -> dict[str, Message]:
-    """Return the snapshot of every live instance, by instance id.
-
-    Instances whose snapshot key has expired are removed from the index; a snapshot
-    that does not parse is skipped (and logged at a limited rate), never fatal.
+    """The snapshot of every live instance (or of ``instances``), by instance id.
 
     Raises:
         UnreachableError, PublishError: Redis failed.
     """
-    instances = list_instances(client, namespace, clock=clock, max_age=max_age)
-    if not instances:
+    ids = (
+        instances
+        if instances is not None
+        else list_instances(client, namespace, clock=clock, max_age=max_age)
+    )
+    if not ids:
         return {}
     try:
-        raws = client.mget([namespace.snapshot(i) for i in instances])
-    except (rexc.RedisError, OSError) as exc:
+        raws = client.mget([namespace.snapshot(i) for i in ids])
+    except REDIS_ERRORS as exc:
         raise translate_redis_error(exc) from exc
-    out: dict[str, Message] = {}
-    gone: list[str] = []
-    for instance, raw in zip(instances, raws, strict=True):
-        if raw is None:
-            gone.append(instance)
-            continue
-        try:
-            out[instance] = Message.loads(raw)
-        except WireError as exc:
-            _ratelog.warning(
-                "bad-snapshot", "skipping unreadable snapshot of %s: %s", instance, exc
-            )
-    if gone:
-        try:
-            client.zrem(namespace.instances, *gone)
-        except (rexc.RedisError, OSError) as exc:  # pruning is housekeeping; reading succeeded
-            _ratelog.warning(
-                "prune", "could not prune stale instances: %s", translate_redis_error(exc)
-            )
-    return out
+    return _parse(ids, raws, on_bad)
+
+
+async def alist_instances(
+    client: Any,
+    namespace: Namespace,
+    *,
+    clock: Clock | None = None,
+    max_age: float = DEFAULT_MAX_AGE,
+) -> list[str]:
+    """:func:`list_instances` for ``redis.asyncio`` clients (plain or cluster)."""
+    try:
+        return _ids(await client.zrevrangebyscore(*_range_args(namespace, clock, max_age)))
+    except REDIS_ERRORS as exc:
+        raise translate_redis_error(exc) from exc
+
+
+async def afetch_snapshots(
+    client: Any,
+    namespace: Namespace,
+    *,
+    clock: Clock | None = None,
+    max_age: float = DEFAULT_MAX_AGE,
+    instances: list[str] | None = None,
+    on_bad: OnBad | None = None,
+) -> dict[str, Message]:
+    """:func:`fetch_snapshots` for ``redis.asyncio`` clients (plain or cluster)."""
+    ids = (
+        instances
+        if instances is not None
+        else await alist_instances(client, namespace, clock=clock, max_age=max_age)
+    )
+    if not ids:
+        return {}
+    try:
+        raws = await client.mget([namespace.snapshot(i) for i in ids])
+    except REDIS_ERRORS as exc:
+        raise translate_redis_error(exc) from exc
+    return _parse(ids, raws, on_bad)
+
+
+def read_snapshots(
+    client: Any,
+    namespace: Namespace,
+    clock: Clock | None = None,
+    *,
+    stale_after: float = DEFAULT_MAX_AGE,
+    instances: list[str] | None = None,
+) -> list[Message]:
+    """The live snapshots as a list (each one ``full``), e.g. to bootstrap a HotSet."""
+    return list(
+        fetch_snapshots(
+            client, namespace, clock=clock, max_age=stale_after, instances=instances
+        ).values()
+    )
 
 
 @dataclass(frozen=True)
@@ -193,7 +260,7 @@ def merge_snapshots(snapshots: Mapping[str, Message], *, top_limit: int = 100) -
 
 
 def read_merged(
-    client: redis.Redis,
+    client: Any,
     namespace: Namespace | None = None,
     *,
     clock: Clock | None = None,
@@ -203,8 +270,20 @@ def read_merged(
     """Fetch every live snapshot and return the merged JSON view (``hotkeyd top``).
 
     Returns:
-        ``{"instances": [...], "seqs": {...}, "hot": [...], "top": [...], "ts": now}``.
+        ``{"instances": [...], "seqs": {...}, "hot": [...], "top": [...], "ts": now}``,
+        plus ``"bad_snapshots": [instance, ...]`` when some did not parse (skipped).
     """
     clock = clock or SystemClock()
-    snaps = fetch_snapshots(client, namespace or Namespace(), clock=clock, max_age=max_age)
-    return merge_snapshots(snaps, top_limit=top_limit).to_json(now=clock.time())
+    bad: list[str] = []
+
+    def on_bad(instance: str, exc: WireError) -> None:
+        bad.append(instance)
+        _log_bad(instance, exc)
+
+    snaps = fetch_snapshots(
+        client, namespace or Namespace(), clock=clock, max_age=max_age, on_bad=on_bad
+    )
+    out = merge_snapshots(snaps, top_limit=top_limit).to_json(now=clock.time())
+    if bad:
+        out["bad_snapshots"] = sorted(bad)
+    return out

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,16 +26,18 @@ import redis
 
 from hotkeyd.backoff import Backoff
 from hotkeyd.client.hotset import ApplyResult, HotSet
+from hotkeyd.client.snapshots import fetch_snapshots
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.errors import ClientError
+from hotkeyd.conn.cluster import AnyRedis
+from hotkeyd.errors import ClientError, UnreachableError
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Message, Namespace, WireError
 
-__all__ = ["Subscriber", "SubscriberCore", "SubscriberStats", "read_snapshots"]
+__all__ = ["Subscriber", "SubscriberCore", "SubscriberStats"]
 
 logger = logging.getLogger(__name__)
 
-_CONN_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
+_CONN_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError, UnreachableError)
 
 
 @dataclass
@@ -56,61 +58,6 @@ class SubscriberStats:
 
 def _text(v: bytes | str) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-
-def snapshot_ids(members: Iterable[bytes | str]) -> list[str]:
-    """Instance ids from a ``ZRANGEBYSCORE {<prefix>}:instances`` reply."""
-    return [_text(m) for m in members]
-
-
-def parse_snapshots(
-    ids: list[str], raws: list[Any], stats: SubscriberStats, warn: RateLimitedLog
-) -> list[Message]:
-    """Parse snapshot values; a corrupt one is counted and skipped, never fatal."""
-    out = []
-    for inst, raw in zip(ids, raws, strict=True):
-        if raw is None:
-            continue
-        try:
-            msg = Message.loads(raw)
-        except WireError as exc:
-            stats.bad_messages += 1
-            warn(logging.WARNING, "corrupt snapshot of instance %s: %s", inst, exc)
-            continue
-        out.append(msg if msg.full else Message(**{**_fields(msg), "full": True}))
-    return out
-
-
-def _fields(msg: Message) -> dict[str, Any]:
-    return {
-        n: getattr(msg, n) for n in ("instance", "seq", "ts", "hot", "cool", "full", "final", "top")
-    }
-
-
-def read_snapshots(
-    client: redis.Redis,
-    namespace: Namespace,
-    clock: Clock,
-    *,
-    stale_after: float = 30.0,
-    instances: list[str] | None = None,
-) -> list[Message]:
-    """Read the snapshots of live instances (heartbeat within ``stale_after`` s).
-
-    One ZRANGEBYSCORE plus one pipelined GET per instance (not MGET: the snapshot
-    keys live in different cluster slots).
-    """
-    stats = SubscriberStats()
-    if instances is None:
-        instances = snapshot_ids(
-            client.zrangebyscore(namespace.instances, clock.time() - stale_after, "+inf")
-        )
-    if not instances:
-        return []
-    pipe = client.pipeline(transaction=False)
-    for inst in instances:
-        pipe.get(namespace.snapshot(inst))
-    return parse_snapshots(instances, pipe.execute(), stats, RateLimitedLog(logger))
 
 
 class SubscriberCore:
@@ -141,6 +88,11 @@ class SubscriberCore:
         self.stats = SubscriberStats()
         self.warn = RateLimitedLog(logger)
         self.channels = (namespace.channel, namespace.invalidate_channel)
+        # Sharded pub/sub (SSUBSCRIBE) confirms with "ssubscribe" and delivers "smessage";
+        # after a slot migration redis-py subscribes again on the new owner.
+        sharded = namespace.sharded
+        self.subscribe_type = "ssubscribe" if sharded else "subscribe"
+        self.message_type = "smessage" if sharded else "message"
         self._inval: list[Callable[[bytes], None]] = []
         self._reset: list[Callable[[], None]] = []
 
@@ -161,6 +113,10 @@ class SubscriberCore:
                 fn()
             except Exception:
                 self.warn(logging.ERROR, "reset listener %r failed", fn, exc_info=True)
+
+    def on_bad_snapshot(self, instance: str, exc: WireError) -> None:
+        self.stats.bad_messages += 1
+        self.warn(logging.WARNING, "corrupt snapshot of instance %s: %s", instance, exc)
 
     def apply_snapshots(self, msgs: list[Message]) -> None:
         self.stats.resyncs += 1
@@ -214,7 +170,8 @@ class Subscriber(SubscriberCore):
     """Background thread that feeds a :class:`HotSet` from Redis pub/sub.
 
     Args:
-        client: a redis-py client (AUTH/ACL/TLS come with it); the subscription uses
+        client: a redis-py client, ``redis.Redis`` or ``redis.cluster.RedisCluster``
+            (AUTH/ACL/TLS come with it); the subscription uses
             its own connection from the client's pool.
         hotset: the set to keep current (a new one on ``clock`` by default).
         namespace: Redis names of the deployment.
@@ -227,7 +184,7 @@ class Subscriber(SubscriberCore):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: AnyRedis,
         hotset: HotSet | None = None,
         *,
         namespace: Namespace | None = None,
@@ -286,13 +243,15 @@ class Subscriber(SubscriberCore):
     # ----------------------------------------------------------------- resync
     def resync(self, instance: str | None = None) -> list[Message]:
         """Read snapshots (all live instances, or one) from Redis."""
-        return read_snapshots(
+        snaps = fetch_snapshots(
             self.client,
             self.namespace,
-            self.clock,
-            stale_after=self.stale_after,
+            clock=self.clock,
+            max_age=self.stale_after,
             instances=None if instance is None else [instance],
+            on_bad=self.on_bad_snapshot,
         )
+        return list(snaps.values())
 
     # ------------------------------------------------------------------- loop
     def _run(self) -> None:
@@ -300,7 +259,7 @@ class Subscriber(SubscriberCore):
             ps = None
             try:
                 ps = self.client.pubsub(ignore_subscribe_messages=False)
-                ps.subscribe(*self.channels)
+                self._subscribe(ps)
                 self._await_subscribed(ps)
                 self._bootstrap()
                 self.backoff.reset()
@@ -319,14 +278,25 @@ class Subscriber(SubscriberCore):
                 self._stop.wait(self.backoff.next_delay())
         self.connected = False
 
+    def _subscribe(self, ps: Any) -> None:
+        if self.namespace.sharded:
+            ps.ssubscribe(*self.channels)
+        else:
+            ps.subscribe(*self.channels)
+
+    def _get(self, ps: Any, timeout: float) -> Any:
+        if self.namespace.sharded and hasattr(ps, "get_sharded_message"):  # cluster
+            return ps.get_sharded_message(timeout=timeout)
+        return ps.get_message(timeout=timeout)
+
     def _await_subscribed(self, ps: Any) -> None:
         pending = set(self.channels)
         deadline = time.monotonic() + 5.0  # an I/O timeout: real time, not the TTL clock
         while pending:
             if self._stop.is_set():
                 return
-            m = ps.get_message(timeout=0.1)
-            if m is not None and m["type"] == "subscribe":
+            m = self._get(ps, 0.1)
+            if m is not None and m["type"] == self.subscribe_type:
                 pending.discard(_text(m["channel"]))
             if time.monotonic() > deadline and pending:
                 raise redis.ConnectionError(f"no subscribe confirmation for {sorted(pending)}")
@@ -343,16 +313,17 @@ class Subscriber(SubscriberCore):
             next_resync += self.resync_interval
         events = self.namespace.channel
         while not self._stop.is_set():
-            m = ps.get_message(timeout=0.05)
+            m = self._get(ps, 0.05)
             if m is not None:
                 kind = m["type"]
-                if kind == "message":
+                if kind == self.message_type:
                     if _text(m["channel"]) == events:
                         self._on_data(m["data"])
                     else:
                         self.on_invalidation(m["data"])
-                elif kind == "subscribe" and _text(m["channel"]) == events:
-                    # redis-py reconnected and resubscribed under us: bootstrap again.
+                elif kind == self.subscribe_type and _text(m["channel"]) in self.channels:
+                    # redis-py resubscribed under us (reconnect, or a shard channel that
+                    # moved with its slot): messages may be lost, bootstrap again.
                     self._bootstrap()
             now = self.clock.monotonic()
             if now >= next_expire:

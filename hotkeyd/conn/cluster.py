@@ -23,18 +23,29 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-from hotkeyd.conn.redis import cluster_client, cluster_enabled, open_client
+from hotkeyd.conn.redis import (
+    REDIS_ERRORS,
+    cluster_client,
+    cluster_enabled,
+    open_client,
+    translate_redis_error,
+)
 
 __all__ = [
     "AnyAsyncRedis",
     "AnyRedis",
     "AsyncRedisCluster",
     "RedisCluster",
+    "aclient_from_url",
+    "apublish",
+    "client_db",
+    "client_from_any_url",
     "cluster_client",
     "cluster_enabled",
     "is_cluster",
     "open_client",
     "publish",
+    "publish_command",
     "publish_many",
 ]
 
@@ -47,13 +58,73 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, (RedisCluster, AsyncRedisCluster))
 
 
-def _command(sharded: bool) -> str:
+def client_db(client: Any) -> int:
+    """The db a client talks to (a cluster has only db 0)."""
+    if is_cluster(client):
+        return 0
+    return int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+
+
+def client_from_any_url(url: str, **kwargs: Any) -> AnyRedis:
+    """``redis.Redis.from_url``, or ``RedisCluster.from_url`` when the node is in a cluster.
+
+    redis-py's own URL rules apply (any ``from_url`` option); the node is asked
+    ``INFO cluster`` now.
+
+    Raises:
+        UnreachableError, PublishError: the node could not be asked (the real cause).
+    """
+    client = redis.Redis.from_url(url, **kwargs)
+    try:
+        enabled = cluster_enabled(client)
+    except REDIS_ERRORS as exc:
+        client.close()
+        raise translate_redis_error(exc, url) from exc
+    if not enabled:
+        return client
+    client.close()
+    try:
+        return RedisCluster.from_url(url, **kwargs)
+    except REDIS_ERRORS as exc:
+        raise translate_redis_error(exc, url) from exc
+
+
+async def aclient_from_url(url: str, **kwargs: Any) -> AnyAsyncRedis:
+    """:func:`client_from_any_url` for ``redis.asyncio`` (the cluster is initialized)."""
+    client: Any = aredis.Redis.from_url(url, **kwargs)  # Any: the stubs lag redis-py 5+
+    try:
+        info = await client.info("cluster")
+        enabled = bool(int(info.get("cluster_enabled", 0) or 0))
+    except redis.ResponseError:  # no INFO rights: a plain client
+        enabled = False
+    except REDIS_ERRORS as exc:
+        await client.aclose()
+        raise translate_redis_error(exc, url) from exc
+    if not enabled:
+        return client
+    await client.aclose()
+    cluster: Any = AsyncRedisCluster.from_url(url, **kwargs)
+    try:
+        await cluster.initialize()
+    except REDIS_ERRORS as exc:
+        await cluster.aclose()
+        raise translate_redis_error(exc, url) from exc
+    return cluster
+
+
+def publish_command(sharded: bool) -> str:
+    """``SPUBLISH`` for sharded pub/sub, else ``PUBLISH``."""
     return "SPUBLISH" if sharded else "PUBLISH"
 
 
 def publish(client: Any, channel: str, payload: bytes, *, sharded: bool = False) -> Any:
     """PUBLISH (or SPUBLISH) one message through a sync client, cluster or not."""
-    return client.execute_command(_command(sharded), channel, payload)
+    return client.execute_command(publish_command(sharded), channel, payload)
+
+
+async def apublish(client: Any, channel: str, payload: bytes, *, sharded: bool = False) -> Any:
+    """PUBLISH (or SPUBLISH) one message through a ``redis.asyncio`` client."""
+    return await client.execute_command(publish_command(sharded), channel, payload)
 
 
 def publish_many(
@@ -66,7 +137,7 @@ def publish_many(
     """
     if not payloads:
         return
-    command = _command(sharded)
+    command = publish_command(sharded)
     if isinstance(client, RedisCluster):
         node = client.get_node_from_key(channel) if sharded else client.get_default_node()
         if node is None:

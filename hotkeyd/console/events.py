@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import redis
 import redis.exceptions as rexc
+from redis.cluster import RedisCluster
 
 from hotkeyd.backoff import Backoff
 from hotkeyd.conn.redis import translate_redis_error
@@ -20,7 +21,7 @@ __all__ = ["follow_channel"]
 
 
 def follow_channel(
-    client: redis.Redis,
+    client: redis.Redis | RedisCluster,
     channel: str,
     on_data: Callable[[bytes | str], None],
     *,

@@ -6,6 +6,7 @@ import json
 
 import redis
 import redis.exceptions as rexc
+from redis.cluster import RedisCluster
 
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.http import http_get
@@ -38,7 +39,7 @@ def check_http(base: str, *, strict: bool = False, timeout: float = 3.0) -> str:
     return f"{status}: {reply.text}"
 
 
-def newest_heartbeat(client: redis.Redis, namespace: Namespace) -> float | None:
+def newest_heartbeat(client: redis.Redis | RedisCluster, namespace: Namespace) -> float | None:
     """Unix time of the freshest instance heartbeat, or None when there is none.
 
     Read-only (one ZREVRANGE), so a read-only ACL user can run it.
@@ -54,7 +55,11 @@ def newest_heartbeat(client: redis.Redis, namespace: Namespace) -> float | None:
 
 
 def check_heartbeat(
-    client: redis.Redis, namespace: Namespace, *, max_age: float, clock: Clock | None = None
+    client: redis.Redis | RedisCluster,
+    namespace: Namespace,
+    *,
+    max_age: float,
+    clock: Clock | None = None,
 ) -> str:
     """Pass when some instance wrote a heartbeat in the last ``max_age`` seconds.
 

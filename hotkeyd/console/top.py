@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from hotkeyd.client.snapshots import read_merged
 from hotkeyd.conn.http import http_get
-from hotkeyd.conn.redis import client_from_url
+from hotkeyd.conn.redis import connect
 from hotkeyd.errors import HotkeydError
 from hotkeyd.wire import Namespace
 
@@ -29,13 +30,13 @@ class TopReader:
         self.namespace = Namespace(prefix=namespace)
         self.http = http
         self.redis_url = redis_url
-        self._client: redis.Redis | None = None
+        self._client: redis.Redis | RedisCluster | None = None
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> redis.Redis | RedisCluster:
         """The one Redis client every :meth:`read` uses (``top --watch`` refreshes)."""
         if self._client is None:
-            self._client = client_from_url(self.redis_url)
+            self._client = connect(self.redis_url, check=False)
         return self._client
 
     def read(self) -> dict[str, Any]:

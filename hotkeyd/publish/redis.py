@@ -26,7 +26,8 @@ Failure handling, in one place:
 * Redis error -> counted in ``hotkeyd_publish_failures_total``, logged at a limited
   rate, retried after a capped, jittered exponential backoff; the first success after
   a failure is a ``full=true`` republish (``hotkeyd_publish_full_republish_total``);
-* a heartbeat (``PEXPIRE``, or ``SET ... XX`` when the state changed, + ``ZADD``) keeps
+* a heartbeat (``PEXPIRE``, or ``SET ... XX`` when the state changed, + ``ZADD``, +
+  ``ZREMRANGEBYSCORE`` of instances silent for ``INSTANCE_MAX_AGE``) keeps
   the snapshot alive and its rates and top list fresh; if the snapshot key is gone (Redis restarted without persistence, or was flushed), the full state is
   republished even though the connection itself looked fine.
 
@@ -62,7 +63,7 @@ from hotkeyd.publish.base import (
     default_instance_id,
 )
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import CoolEntry, HotEntry, Message, Namespace
+from hotkeyd.wire import INSTANCE_MAX_AGE, CoolEntry, HotEntry, Message, Namespace
 
 __all__ = ["RedisPublisher"]
 
@@ -333,8 +334,12 @@ class RedisPublisher:
             pipe.set(self._snapshot_key, snap.dumps(), px=px, xx=True)
         else:
             pipe.pexpire(self._snapshot_key, px)
-        pipe.zadd(self.namespace.instances, {self.instance: self._clock.time()})
-        alive, _ = pipe.execute()
+        now = self._clock.time()
+        pipe.zadd(self.namespace.instances, {self.instance: now})
+        # Pruning the index is the daemons' job, so readers (hotkeyd top, apps) stay
+        # read-only: drop instances not heard from in INSTANCE_MAX_AGE (crashed ones).
+        pipe.zremrangebyscore(self.namespace.instances, "-inf", f"({now - INSTANCE_MAX_AGE}")
+        alive, _, _ = pipe.execute()
         if not alive:
             logger.warning(
                 "hotkeyd: snapshot %s missing in Redis; republishing the full hot set",

@@ -104,6 +104,7 @@ def test_acl_user_good_bad_and_missing_permission(
         "+publish",
         "+del",
         "+zrem",
+        "+zremrangebyscore",
         "+hello",
     )
     admin.execute_command(

@@ -65,11 +65,25 @@ def test_merge_of_nothing_is_empty() -> None:
 
 
 @pytest.mark.integration
-def test_reader_merges_live_instances_and_prunes_stale(
+def test_reader_merges_live_instances_read_only_and_the_heartbeat_prunes(
     redis_server: RedisServer, unique: str
 ) -> None:
     ns = Namespace(prefix=f"s{unique}")
-    r = redis.Redis.from_url(redis_server.url)
+    admin = redis.Redis.from_url(redis_server.url)
+    # the reader runs as a user that may only read hotkeyd's keys
+    admin.execute_command(
+        "ACL", "SETUSER", f"ro{unique}", "on", ">pw", f"~{{{ns.prefix}}}:*",
+        "+zrevrangebyscore", "+mget",
+    )  # fmt: skip
+    r = redis.Redis(port=redis_server.port, username=f"ro{unique}", password="pw")
+    # a crashed instance: index entry left behind, snapshot expired
+    admin.zadd(ns.instances, {"crashed": time.time()})
+    # an ancient instance whose score is far in the past (and a snapshot that lingers)
+    admin.zadd(ns.instances, {"ancient": time.time() - 3600})
+    admin.set(ns.snapshot("ancient"), _snap("ancient", [hot(b"old", 1.0)], []).dumps())
+    # a corrupt snapshot is skipped and counted, not fatal
+    admin.zadd(ns.instances, {"corrupt": time.time()})
+    admin.set(ns.snapshot("corrupt"), b"{not json")
     pubs = [
         RedisPublisher(redis_server.url, ns, instance=f"live-{i}", heartbeat=0.2) for i in range(2)
     ]
@@ -81,26 +95,22 @@ def test_reader_merges_live_instances_and_prunes_stale(
                 [hot(b"shared", 10.0 * (i + 1)), hot(f"own-{i}".encode(), 1.0)],
                 [{"key": b"shared", "rate": 10.0 * (i + 1)}],
             )
-        # a crashed instance: index entry left behind, snapshot expired
-        r.zadd(ns.instances, {"crashed": time.time()})
-        # an ancient instance whose score is far in the past (and a snapshot that lingers)
-        r.zadd(ns.instances, {"ancient": time.time() - 3600})
-        r.set(ns.snapshot("ancient"), _snap("ancient", [hot(b"old", 1.0)], []).dumps())
-        # a corrupt snapshot is skipped, not fatal
-        r.zadd(ns.instances, {"corrupt": time.time()})
-        r.set(ns.snapshot("corrupt"), b"{not json")
 
         def both_live() -> bool:
             snaps = fetch_snapshots(r, ns)
             return all(len(snaps.get(f"live-{i}", Message("", 0, 0)).top) == 1 for i in range(2))
 
         wait_until(both_live, what="both snapshots with top")
-        snaps = fetch_snapshots(r, ns)
-        assert set(snaps) == {"live-0", "live-1"}
-        members = {m.decode() for m in r.zrange(ns.instances, 0, -1)}
-        assert members == {"live-0", "live-1", "corrupt"}  # crashed and ancient pruned
+        bad: list[str] = []
+        snaps = fetch_snapshots(r, ns, on_bad=lambda inst, exc: bad.append(inst))
+        assert set(snaps) == {"live-0", "live-1"} and bad == ["corrupt"]
+        assert all(s.full for s in snaps.values())
+        # the readers wrote nothing; the daemons' heartbeats pruned only the ancient member
+        members = {m.decode() for m in admin.zrange(ns.instances, 0, -1)}
+        assert members == {"live-0", "live-1", "corrupt", "crashed"}
         doc = read_merged(r, ns)
         assert doc["instances"] == ["live-0", "live-1"]
+        assert doc["bad_snapshots"] == ["corrupt"]
         hot_keys = [e["key"] for e in doc["hot"]]
         assert hot_keys[0] == "shared" and doc["hot"][0]["rate"] == 20.0
         assert set(hot_keys) == {"shared", "own-0", "own-1"}
@@ -113,3 +123,4 @@ def test_reader_merges_live_instances_and_prunes_stale(
         for pub in pubs:
             pub.close(timeout=1.0)
         r.close()
+        admin.close()

@@ -314,7 +314,7 @@ def test_top_and_watch_read_a_running_daemon(redis_server: RedisServer, unique: 
     assert len(lines) == 2 and any(h["key"] == "item:77" for m in lines for h in m["hot"])
 
 
-PUBLISHER_ACL = "+set +pexpire +zadd +zrem +del +publish +multi +exec +ping"
+PUBLISHER_ACL = "+set +pexpire +zadd +zrem +zremrangebyscore +del +publish +multi +exec +ping"
 
 
 def test_publisher_runs_with_the_documented_minimal_acl_user(
