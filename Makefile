@@ -68,13 +68,13 @@ test-node:          ## the TypeScript client (clients/node): build, tests, the c
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm test
 
 lint: $(PY)
-	$(BIN)/ruff check hotkeyd tests benchmarks
-	$(BIN)/ruff format --check hotkeyd tests benchmarks
+	$(BIN)/ruff check hotkeyd tests benchmarks examples
+	$(BIN)/ruff format --check hotkeyd tests benchmarks examples
 	$(BIN)/mypy
 
 format: $(PY)
-	$(BIN)/ruff format hotkeyd tests benchmarks
-	$(BIN)/ruff check --fix hotkeyd tests benchmarks
+	$(BIN)/ruff format hotkeyd tests benchmarks examples
+	$(BIN)/ruff check --fix hotkeyd tests benchmarks examples
 
 bench: $(PY)
 	$(PY) benchmarks/run_all.py

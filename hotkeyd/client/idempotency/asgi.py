@@ -27,7 +27,9 @@ from hotkeyd.client.idempotency.http import (
 from hotkeyd.client.idempotency.outcome import Outcome
 from hotkeyd.errors import IdempotencyError
 
-__all__ = ["IdempotencyMiddleware"]
+__all__ = ["LEASE_STATE", "IdempotencyMiddleware"]
+
+LEASE_STATE = "idempotency_lease"  # scope["state"] key of the lease
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -76,6 +78,9 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
             await _send(send, refusal(b))
             return
         lease = b.lease
+        # The handler can read the lease (request.state.idempotency_lease in Starlette),
+        # e.g. to pass its fencing token on to the database.
+        scope = {**scope, "state": {**scope.get("state", {}), LEASE_STATE: lease}}
         try:
             resp = await _run(self.app, scope, body)
         except BaseException:

@@ -28,7 +28,9 @@ from hotkeyd.client.idempotency.http import (
 from hotkeyd.client.idempotency.outcome import Outcome
 from hotkeyd.errors import IdempotencyError
 
-__all__ = ["IdempotencyWSGIMiddleware"]
+__all__ = ["LEASE_ENVIRON", "IdempotencyWSGIMiddleware"]
+
+LEASE_ENVIRON = "hotkeyd.idempotency_lease"  # environ key of the lease
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -69,6 +71,7 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
             return _send(start_response, failure(exc))
         if b.outcome is not Outcome.NEW or b.lease is None:
             return _send(start_response, refusal(b))
+        environ[LEASE_ENVIRON] = b.lease  # for the handler: e.g. its fencing token
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         try:
