@@ -27,6 +27,12 @@ kafka-python, OS errors) are translated at the adapter that meets them with
                ├── IdempotencyUnavailable(ConnectionError)  Redis/store broken, guard fails closed
                └── DuplicateCompletionError    the durable store already holds another final result
 
+Modules define narrower errors beside the code that raises them, always under this
+tree: ``hotkeyd.wire.WireError`` (a malformed message; ``HotkeydError, ValueError``),
+``hotkeyd.detector.glob.GlobError`` (a ``ConfigError``), and the MONITOR tap's
+``RespError`` (a ``MonitorError``) and ``Unreachable`` (both a ``MonitorError`` and an
+``UnreachableError``). ``tests/test_public_api.py`` walks every module to keep it so.
+
 Type errors stay plain :class:`TypeError`, as Python convention expects.
 """
 

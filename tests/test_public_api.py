@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 
 import pytest
 
@@ -30,6 +31,45 @@ def test_all_is_sorted_and_importable(name: str) -> None:
     assert names == order, f"{name}.__all__ is not sorted"
     for attr in names:
         assert hasattr(mod, attr), f"{name}.{attr} is listed but missing"
+
+
+def _every_module() -> list[str]:
+    """Every module of the package (``__main__`` runs the CLI, so it is read, not imported)."""
+    names = [m.name for m in pkgutil.walk_packages(hotkeyd.__path__, "hotkeyd.")]
+    return [n for n in names if not n.endswith("__main__")]
+
+
+def _exception_classes() -> list[type[BaseException]]:
+    found = []
+    for name in _every_module():
+        mod = importlib.import_module(name)
+        for _, obj in inspect.getmembers(mod, inspect.isclass):
+            if issubclass(obj, BaseException) and obj.__module__ == name:
+                found.append(obj)
+    return found
+
+
+def test_every_exception_the_package_defines_derives_from_the_one_root() -> None:
+    """Every module, private classes included: ``except HotkeydError`` catches them all."""
+    classes = _exception_classes()
+    assert len(classes) >= 15
+    assert {c.__module__ for c in classes} > {errors.__name__}  # really walked the package
+    outside = [
+        f"{c.__module__}.{c.__qualname__}"
+        for c in classes
+        if not issubclass(c, hotkeyd.HotkeydError)
+    ]
+    assert outside == []
+
+
+def test_a_monitor_outage_is_an_unreachable_error() -> None:
+    from hotkeyd.sources.monitor.conn import RespError, Unreachable
+    from hotkeyd.wire import WireError
+
+    assert issubclass(Unreachable, errors.UnreachableError)
+    assert issubclass(Unreachable, errors.MonitorError)
+    assert issubclass(RespError, errors.MonitorError)
+    assert issubclass(WireError, hotkeyd.HotkeydError)
 
 
 def test_every_error_derives_from_the_one_root() -> None:

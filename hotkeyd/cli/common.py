@@ -102,29 +102,17 @@ config_option = click.option(
 )
 
 
-class _Fail(click.ClickException):
-    """A runtime failure: one line on stderr, exit code 1."""
-
-    exit_code = 1
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"hotkeyd: error: {self.format_message()}", err=True)
-
-
-class _ConfigFail(_Fail):
-    """A usage or configuration problem: one line on stderr, exit code 2."""
-
-    exit_code = 2
-
-
 def exit_with(fn: Callable[[], int | None]) -> None:
-    """Run ``fn`` and exit with its code; errors become one line, Ctrl-C exits 0."""
+    """Run ``fn`` and exit with its code; Ctrl-C exits 0.
+
+    A :class:`HotkeydError` becomes one line on stderr, ``hotkeyd: error: ...``, and
+    exit code 2 for configuration problems (:class:`ConfigError`), 1 otherwise.
+    """
     try:
         code = fn() or 0
-    except ConfigError as exc:
-        raise _ConfigFail(str(exc)) from exc
     except HotkeydError as exc:
-        raise _Fail(str(exc)) from exc
+        click.echo(f"hotkeyd: error: {exc}", err=True)
+        code = 2 if isinstance(exc, ConfigError) else 1
     except KeyboardInterrupt:
         code = 0
     sys.exit(code)

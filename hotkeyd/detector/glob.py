@@ -18,12 +18,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hotkeyd.errors import ConfigError
+
 __all__ = ["Glob", "GlobError"]
 
 _MAX_PATTERN = 4096
 
 
-class GlobError(ValueError):
+class GlobError(ConfigError):
     """The glob pattern is malformed (unterminated ``[``, trailing ``\\``, too long)."""
 
 

@@ -25,7 +25,7 @@ from hotkeyd.client.idempotency.http import (
     refusal,
 )
 from hotkeyd.client.idempotency.outcome import Outcome
-from hotkeyd.errors import IdempotencyError
+from hotkeyd.errors import ClientError, IdempotencyError
 
 __all__ = ["LEASE_STATE", "IdempotencyMiddleware"]
 
@@ -38,7 +38,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-class _TooLarge(Exception):
+class _TooLarge(ClientError):
     pass
 
 

@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hotkeyd.conn.redis import RedisSettings, parse_redis_url
 from hotkeyd.conn.urls import redact_url
-from hotkeyd.errors import ConfigError, MonitorError, MonitorPermissionError
+from hotkeyd.errors import ConfigError, MonitorError, MonitorPermissionError, UnreachableError
 
 __all__ = [
     "MonitorTarget",
@@ -110,12 +110,12 @@ def parse_monitor_url(url: str) -> MonitorTarget:
     return MonitorTarget(redis=settings, cluster=cluster, display=redact_url(url))
 
 
-class RespError(Exception):
+class RespError(MonitorError):
     """The server answered ``-ERR ...`` (the message without the dash)."""
 
 
-class _Incomplete(Exception):
-    pass
+class _Incomplete(MonitorError):
+    """Not a whole reply in the buffer yet (internal: read more and parse again)."""
 
 
 def _parse(buf: bytes | bytearray, pos: int) -> tuple[Any, int]:
@@ -268,8 +268,11 @@ def parse_cluster_nodes(text: bytes | str, seed_host: str) -> list[tuple[str, in
 _NOT_READY = ("LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")
 
 
-class Unreachable(MonitorError):
+class Unreachable(MonitorError, UnreachableError):
     """A failure to connect that retrying can fix: refused, timeout, DNS, reset, loading.
+
+    Both a :class:`MonitorError` and an :class:`UnreachableError`, so ``except
+    UnreachableError`` sees a MONITOR outage like any other.
 
     Kept apart from the fatal start failures (bad password, NOPERM, TLS certificate
     verification) so that one server being down does not stop the other taps: the
@@ -291,6 +294,8 @@ def unreachable(target: MonitorTarget, exc: OSError) -> MonitorError:
     A TLS failure other than an EOF mid-handshake (certificate verification, protocol
     mismatch) is configuration, not an outage, so it stays a fatal ``MonitorError``.
     """
+    if isinstance(exc, Unreachable):
+        return exc
     if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError):
         return MonitorError(f"TLS handshake with {target.display} failed: {exc}")
     return Unreachable(f"cannot reach {target.display}: {exc}")

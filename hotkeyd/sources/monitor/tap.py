@@ -18,7 +18,7 @@ from typing import Any
 from hotkeyd.backoff import Backoff
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock
-from hotkeyd.errors import MonitorError, MonitorPermissionError
+from hotkeyd.errors import MonitorError, MonitorPermissionError, UnreachableError
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sources.monitor.conn import (
@@ -41,11 +41,11 @@ _SOURCE = "monitor"
 PERIOD = 1.0  # duty-cycle period, seconds
 
 
-class _Backlog(Exception):
+class _Backlog(MonitorError):
     """The tap fell behind: disconnect before Redis buffers without bound."""
 
 
-class _Closed(ConnectionError):
+class _Closed(UnreachableError):
     """The server closed the connection (restart, kill, timeout)."""
 
 
