@@ -1,0 +1,124 @@
+"""Every client language against one real daemon: the loop holds, writes cross languages.
+
+Wired as deployed: ``hotkeyd run`` taps Redis with MONITOR and publishes to it; one app
+per language (Python, Go, Node and, where built, Java) reads one key through its own
+HotCache at 1,000 reads/s with cold reads mixed in. Nobody feeds the daemon by hand:
+MONITOR shows it what reaches Redis, each SDK's demand reports what its cache served.
+The key must turn hot once and stay hot (no cool while the load lasts), Redis must serve
+at most 2 % of the apps' reads of it (INFO keyspace_hits on the server), and a write
+through any language's HotCache must be read by every other app within 100 ms.
+
+Cost: about 20 s.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from hotkeyd.testing import RedisServer
+from hotkeyd.wire import Namespace
+from tests.client.loop_harness import RULES, Daemon, EventWatcher, running
+
+from .apps import ROOT, ReadApp
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+LANGS = ["python", "go", "node"] + (
+    ["java"]
+    if (ROOT / "clients/java/src/main/java/io/hotkeyd/examples/ReadApp.java").exists()
+    else []
+)
+RATE = 1000
+WRITE_BOUND = 0.100  # s: a write through one app is read by every other app within this
+
+
+def _hits(nodes: list[redis.Redis]) -> int:
+    return sum(int(n.info("stats")["keyspace_hits"]) for n in nodes)
+
+
+def _reads(apps: list[ReadApp]) -> int:
+    return sum((a.last("stats") or {"reads": 0})["reads"] for a in apps)
+
+
+def _scenario(
+    tmp_path: Path, ns: Namespace, key: str, monitor: str, publish: str,
+    nodes: list[redis.Redis], app_args: list[str],
+) -> None:  # fmt: skip
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    watcher = EventWatcher(publish, ns)
+    daemon = Daemon(monitor, publish, ns, rules, f"poly-{ns.prefix}")
+    apps: list[ReadApp] = []
+    try:
+        with running(daemon):
+            deadline = time.monotonic() + 30
+            while not daemon.healthy():
+                assert time.monotonic() < deadline, "daemon not up"
+                time.sleep(0.1)
+            common = [*app_args, "--key", key, "--namespace", ns.prefix, "--rate", str(RATE),
+                      "--cold-keys", "50", "--seconds", "120"]  # fmt: skip
+            apps = [ReadApp(lang, tmp_path, *common) for lang in LANGS]
+            for a in apps:
+                a.wait_event(lambda e: e.get("event") == "ready", 60, "ready line")
+            watcher.wait_hot(key.encode(), timeout=30)
+            for a in apps:  # every language promotes the key
+                a.wait_event(lambda e: e.get("event") == "stats" and e.get("hot"), 10, "hot key")
+            time.sleep(1.0)
+            h1, r1 = _hits(nodes), _reads(apps)
+            time.sleep(8.0)
+            h2, r2 = _hits(nodes), _reads(apps)
+            share = (h2 - h1) / max(1, r2 - r1)
+
+            # writes cross languages: each app writes once; all others read it
+            lags: list[float] = []
+            for i, writer in enumerate(apps):
+                value = f"from-{writer.lang}-{i}"
+                writer.send(f"set {value}")
+                t0, _ = writer.wait_event(
+                    lambda e, v=value: e.get("event") == "wrote" and e.get("value") == v,
+                    10,
+                    "write ack",
+                )
+                for other in apps:
+                    if other is writer:
+                        continue
+                    t1, _ = other.wait_event(
+                        lambda e, v=value: e.get("event") == "value" and e.get("value") == v,
+                        5,
+                        f"the value written by {writer.lang}",
+                    )
+                    lags.append(max(0.0, t1 - t0))
+                time.sleep(0.2)
+            finals = [a.stop() for a in apps]
+            cools_during = [t for t, k in watcher.seen.cool if k == key.encode()]
+            hots = [t for t, k in watcher.seen.hot if k == key.encode()]
+    finally:
+        for a in apps:
+            a.kill()
+        watcher.close()
+    print(
+        f"polyglot {LANGS}: Redis served {share:.3%} of {r2 - r1} reads; "
+        f"write->read lag median {statistics.median(lags) * 1000:.1f} ms, "
+        f"max {max(lags) * 1000:.1f} ms over {len(lags)}; hot events {len(hots)}, "
+        f"cool events during the load {len(cools_during)}"
+    )
+    assert all(f["reads"] > 0 and f.get("errors", 0) == 0 for f in finals), finals
+    assert len(hots) == 1, f"{len(hots)} hot events: flapping"
+    assert cools_during == [], "the key cooled while every app was still reading it"
+    assert r2 - r1 >= 0.5 * RATE * len(apps) * 8, f"apps read too little ({r2 - r1})"
+    assert share <= 0.02, f"Redis served {share:.2%} of the apps' reads after detection"
+    assert max(lags) <= WRITE_BOUND, f"a write took {max(lags) * 1000:.0f} ms to be read elsewhere"
+
+
+def test_every_language_single_node(redis_server: RedisServer, unique: str, tmp_path: Path) -> None:
+    ns = Namespace(f"poly-{unique}")
+    r = redis.Redis.from_url(redis_server.url)
+    r.set("product:1", "v0")
+    _scenario(tmp_path, ns, "product:1", f"redis-monitor://127.0.0.1:{redis_server.port}",
+              redis_server.url, [r], ["--url", redis_server.url])  # fmt: skip
+    r.close()
