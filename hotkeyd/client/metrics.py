@@ -84,8 +84,8 @@ _DEMAND_COUNTERS = (
         "lost",
     ),
     (
-        "hotkeyd_client_demand_dropped_entries",
-        "Keys left out of a demand report by its entry or size bound.",
+        "hotkeyd_client_demand_dropped_accesses",
+        "Locally served reads left out of demand reports by their bounds.",
         "dropped",
     ),
 )

@@ -1,6 +1,6 @@
 """An app process for the end-to-end tests: reads through the SDK as a user's app would.
 
-It reads one key at ``--rate`` per second through ``HotCache.from_url`` (or
+It reads each ``--key`` at ``--rate`` per second through ``HotCache.from_url`` (or
 ``AsyncHotCache``), plus ``--cold-rate`` GETs of keys that do not exist, for
 ``--seconds``. With ``--kafka`` its Redis client is instrumented with the Kafka
 ``Reporter`` (``hotkeyd.client.reporter.instrument``). It writes its progress (reads of
@@ -71,9 +71,10 @@ def run_sync(args: argparse.Namespace, p: Progress) -> None:
     t = time.monotonic()
     p.write(done=False)
     for i in range(steps):
-        for _ in range(per):
-            cache.get(args.key)
-        p.reads += per
+        for key in args.key:
+            for _ in range(per):
+                cache.get(key)
+        p.reads += per * len(args.key)
         cold_acc += cold_per
         while cold_acc >= 1:
             cold_acc -= 1
@@ -100,9 +101,10 @@ async def run_async(args: argparse.Namespace, p: Progress) -> None:
     t = time.monotonic()
     p.write(done=False)
     for i in range(steps):
-        for _ in range(per):
-            await cache.get(args.key)
-        p.reads += per
+        for key in args.key:
+            for _ in range(per):
+                await cache.get(key)
+        p.reads += per * len(args.key)
         cold_acc += cold_per
         while cold_acc >= 1:
             cold_acc -= 1
@@ -122,7 +124,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
     ap.add_argument("--ns", required=True)
-    ap.add_argument("--key", required=True)
+    ap.add_argument("--key", required=True, action="append", help="repeatable")
     ap.add_argument("--rate", type=float, default=2000.0)
     ap.add_argument("--cold-rate", type=float, default=100.0)
     ap.add_argument("--seconds", type=float, default=30.0)

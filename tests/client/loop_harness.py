@@ -199,6 +199,7 @@ class LoopResult:
     cool_at: float
     redis_share: float  # of the apps' reads of the key after detection, served by Redis
     app_reads: int
+    app_rate: float  # reads/s the apps really made after detection
     topk_during_load: dict[str, Any]
     demand: list[dict[str, Any]]
 
@@ -229,6 +230,7 @@ def run_loop(
     h1 = keyspace_hits(r)
     time.sleep(0.3)  # progress files lag by <= 0.2 s: reads counted from here are fewer
     a1 = sum(a.state()["reads"] for a in apps)
+    t1 = time.time()
     time.sleep(max(0.0, seconds / 2 - 1.0))
     topk = daemon.topk()
     finals = [a.wait(seconds + 60) for a in apps]
@@ -243,6 +245,7 @@ def run_loop(
         cool_at=cool_at,
         redis_share=(h2 - h1) / max(1, a2 - a1),
         app_reads=a2 - a1,
+        app_rate=(a2 - a1) / max(1e-3, load_end - t1),
         topk_during_load=topk,
         demand=[f["demand"] for f in finals],
     )
@@ -256,7 +259,8 @@ def check_loop(res: LoopResult, key: bytes) -> None:
         f"loop: hot events {len(hots)}, cool events {len(cools)} "
         f"({len([t for t in cools if t < res.load_end])} during the load), "
         f"Redis served {res.redis_share:.4%} of {res.app_reads} reads after detection, "
-        f"cooled {res.cool_at - res.load_end:.2f} s after the load ended"
+        f"cooled {res.cool_at - res.load_end:.2f} s after the load ended; "
+        f"apps read {res.app_rate:.0f}/s"
     )
     assert len(hots) == 1, f"expected exactly one hot event, got {len(hots)}: flapping"
     during = [t for t in cools if t < res.load_end]
@@ -270,4 +274,6 @@ def check_loop(res: LoopResult, key: bytes) -> None:
     assert took <= bound + 1.5, f"cooled {took:.2f} s after the load ended (bound {bound} s)"
     entry = next(e for e in res.topk_during_load["top"] if e["key"] == key.decode())
     assert entry["hot"] and entry["local"] / entry["rate"] > 0.9, entry
+    # every read counted once: served locally (demand report) or by Redis, never both
+    assert 0.6 * res.app_rate < entry["rate"] < 1.3 * res.app_rate, (entry, res.app_rate)
     assert all(d is not None and d["accesses"] > 0 and d["failed"] == 0 for d in res.demand)
