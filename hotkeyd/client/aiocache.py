@@ -12,6 +12,7 @@ the reads it served locally to the daemon from a task on that loop
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Hashable
@@ -23,7 +24,13 @@ from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.clock import Clock
-from hotkeyd.conn.cluster import AnyAsyncRedis, client_db, is_cluster, publish_command
+from hotkeyd.conn.cluster import (
+    AnyAsyncRedis,
+    apublish,
+    client_db,
+    is_cluster,
+    publish_command,
+)
 from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import UnreachableError
 from hotkeyd.keys import key_bytes
@@ -82,7 +89,9 @@ class AsyncHotCache:
                 self.clock,
                 interval=report_interval,
             )
-            self._demand = AsyncDemandReporter(counter, self.client.publish)
+            self._demand = AsyncDemandReporter(
+                counter, functools.partial(apublish, client, sharded=subscriber.namespace.sharded)
+            )
         self._futures: dict[Hashable, asyncio.Future[Any]] = {}
         self.bad_invalidations = 0
         self.hotset.add_listener(on_cool=self.local.invalidate)

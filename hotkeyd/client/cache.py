@@ -19,6 +19,7 @@ normally the pub/sub latency of one invalidation (see ``docs/client.md``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import uuid
@@ -41,6 +42,7 @@ from hotkeyd.conn.cluster import (
     client_db,
     client_from_any_url,
     is_cluster,
+    publish,
     publish_command,
 )
 from hotkeyd.demand import DEFAULT_INTERVAL
@@ -132,7 +134,9 @@ class HotCache:
             counter = DemandCounter(
                 self.hotset, self.origin, self.namespace, self.clock, interval=report_interval
             )
-            self._demand = DemandReporter(counter, self.client.publish)
+            self._demand = DemandReporter(
+                counter, functools.partial(publish, self.client, sharded=self.namespace.sharded)
+            )
         self._warn = RateLimitedLog(logger)
         self.bad_invalidations = 0
         self._tracking: ServerTracking | None = None

@@ -29,8 +29,9 @@ import redis
 
 from hotkeyd.backoff import Backoff
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.conn.redis import client_from_url, translate_redis_error
+from hotkeyd.conn.redis import open_client, parse_redis_url, translate_redis_error
 from hotkeyd.demand import MAX_INTERVAL, MAX_REPORT_BYTES, MIN_INTERVAL, DemandError, DemandReport
+from hotkeyd.errors import HotkeydError
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Namespace
@@ -74,7 +75,9 @@ class DemandIntake:
         drain_entries: int = 20_000,
     ) -> None:
         self.url = url
+        self._settings = parse_redis_url(url)  # a bad URL fails here, not in the thread
         self.channel = namespace.demand_channel(instance)
+        self.sharded = namespace.sharded
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self.max_bytes = max_bytes
@@ -173,20 +176,25 @@ class DemandIntake:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            client: redis.Redis | None = None
+            client: Any = None
             pubsub: Any = None
             try:
-                client = client_from_url(self.url, socket_connect_timeout=3.0)
+                client = open_client(self._settings, socket_connect_timeout=3.0)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
-                pubsub.subscribe(self.channel)
+                if self.sharded:  # SPUBLISH'ed reports: the channel's shard only
+                    pubsub.ssubscribe(self.channel)
+                else:
+                    pubsub.subscribe(self.channel)
+                get = getattr(pubsub, "get_sharded_message", None) if self.sharded else None
+                get = get or pubsub.get_message
                 self.connected, self.error = True, None
                 self.connects += 1
                 self._backoff.reset()
                 while not self._stop.is_set():
-                    msg = pubsub.get_message(timeout=0.25)
-                    if msg is not None and msg.get("type") == "message":
+                    msg = get(timeout=0.25)
+                    if msg is not None and msg.get("type") in ("message", "smessage"):
                         self.feed(msg.get("data"))
-            except (redis.RedisError, OSError) as exc:
+            except (redis.RedisError, OSError, HotkeydError) as exc:
                 err = translate_redis_error(exc, self.url)
                 self.connected, self.error = False, str(err)
                 self._log.warning("demand:conn", "demand intake: %s; retrying", err)

@@ -64,6 +64,11 @@ def test_two_hotcache_apps_serve_a_key_of_node_2_locally(
                     reads += 1
             served_by_redis = get_calls(node2) - before
             assert served_by_redis <= 0.02 * reads, (served_by_redis, reads)
+            # the reads served locally reach the daemon as demand reports (SPUBLISH too)
+            assert wait_until(
+                lambda: daemon.metric("hotkeyd_demand_local_accesses_total") >= reads - 10,
+                timeout=5.0,
+            ), daemon.metric("hotkeyd_demand_local_accesses_total")
 
             apps[0].set(key, b"v2")  # the writer drops its copy; the other hears of it
             t0 = time.monotonic()
