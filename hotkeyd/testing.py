@@ -383,7 +383,13 @@ class PostgresServer(_Server):
         if os.geteuid() == 0:
             import pwd
 
-            pw = pwd.getpwnam("postgres")
+            try:
+                pw = pwd.getpwnam("postgres")
+            except KeyError:
+                raise FileNotFoundError(
+                    "PostgreSQL refuses to run as root and there is no 'postgres' user "
+                    "(Debian's postgresql package creates it)"
+                ) from None
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
             self._uid, self._gid, self._groups = pw.pw_uid, pw.pw_gid, []
             self.user = "postgres"

@@ -56,12 +56,11 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
                         start_response, error_response(400, f"this route needs {pol.header}")
                     )
                 return self.app(environ, start_response)
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            if length > pol.max_body:
+            body = _read_body(environ, pol.max_body)
+            if body is None:
                 return _send(
                     start_response, error_response(413, f"request body over {pol.max_body} bytes")
                 )
-            body = environ["wsgi.input"].read(length) if length > 0 else b""
             b = self.guard.begin(key, pol.fingerprint_of(req, body), wait=pol.wait)
         except ValueError as exc:
             if isinstance(exc, IdempotencyError):
@@ -90,6 +89,22 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
                     resp.status, [*resp.headers, ("Idempotency-Warning", note)], resp.body
                 )
         return _send(start_response, resp)
+
+
+def _read_body(environ: Environ, limit: int) -> bytes | None:
+    """The request body, or None if it is over ``limit`` (ValueError: bad Content-Length)."""
+    raw = environ.get("CONTENT_LENGTH") or ""
+    if raw:
+        length = int(raw)
+        if length < 0:
+            raise ValueError(raw)
+        if length > limit:
+            return None
+        return bytes(environ["wsgi.input"].read(length)) if length else b""
+    if environ.get("wsgi.input_terminated"):  # chunked: the server marks the end
+        body = bytes(environ["wsgi.input"].read(limit + 1))
+        return None if len(body) > limit else body
+    return b""
 
 
 def _request(environ: Environ) -> Request:

@@ -5,7 +5,7 @@
 
 Reads REDIS_URL and PREFIX from the environment. ``POST /order`` counts an order in Redis
 and answers 201 with a fresh uuid (so a second run would give other bytes); ``?sleep=S``
-makes it slow after counting. ``/order`` requires an Idempotency-Key, ``/note`` does not.
+makes it slow after counting; ``?flaky=1`` answers 500 on the first call. ``/order`` requires an Idempotency-Key, ``/note`` does not.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ POLICY = HttpPolicy(
 )
 
 
+def _flaky() -> bool:
+    """True (answer 500) for the first call: a failure worth retrying."""
+    return redis.Redis.from_url(URL).incr(f"{PREFIX}:flaky") == 1
+
+
 def _order(body: bytes) -> tuple[int, dict[str, Any]]:
     n = redis.Redis.from_url(URL).incr(f"{PREFIX}:orders")
     return 201, {"order": n, "id": uuid.uuid4().hex, "request": json.loads(body or b"{}")}
@@ -47,6 +52,8 @@ def make_starlette() -> Any:
     from hotkeyd.client.idempotency.asgi import IdempotencyMiddleware
 
     async def order(request: Request) -> JSONResponse:
+        if request.query_params.get("flaky") and _flaky():
+            return JSONResponse({"error": "try again"}, status_code=500)
         status, obj = _order(await request.body())
         await asyncio.sleep(float(request.query_params.get("sleep", 0)))
         return JSONResponse(obj, status_code=status, headers={"x-app": "starlette"})
@@ -72,6 +79,8 @@ def make_flask() -> Any:
     @app.post("/order")
     @app.post("/note")
     def order() -> Any:
+        if request.args.get("flaky") and _flaky():
+            return app.response_class('{"error": "try again"}', 500)
         status, obj = _order(request.get_data())
         time.sleep(float(request.args.get("sleep", 0)))
         return app.response_class(

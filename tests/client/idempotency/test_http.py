@@ -107,3 +107,28 @@ def test_503_when_redis_is_down(base: str, redis_server: RedisServer) -> None:
     with httpx.Client(base_url=base, timeout=10) as c:
         resp = c.post("/order", content=b"{}", headers={"Idempotency-Key": "down"})
     assert resp.status_code == 503 and "retry-after" in resp.headers
+
+
+def test_5xx_is_not_stored_the_retry_runs(base: str, r: redis.Redis, ns: Namespace) -> None:
+    with httpx.Client(base_url=base, timeout=10) as c:
+        h = {"Idempotency-Key": "flaky-1"}
+        assert c.post("/order?flaky=1", content=b"{}", headers=h).status_code == 500
+        ok = c.post("/order?flaky=1", content=b"{}", headers=h)
+        assert ok.status_code == 201 and "idempotent-replayed" not in ok.headers
+        assert c.post("/order?flaky=1", content=b"{}", headers=h).content == ok.content
+    assert _orders(r, ns) == 1
+
+
+def test_chunked_body_is_read_and_fingerprinted(base: str, r: redis.Redis, ns: Namespace) -> None:
+    def chunks(payload: bytes) -> Iterator[bytes]:
+        yield payload[:3]
+        yield payload[3:]
+
+    with httpx.Client(base_url=base, timeout=10) as c:
+        h = {"Idempotency-Key": "chunked-1"}
+        first = c.post("/order", content=chunks(b'{"sku": 7}'), headers=h)
+        assert first.status_code == 201 and first.json()["request"] == {"sku": 7}
+        again = c.post("/order", content=chunks(b'{"sku": 7}'), headers=h)
+        assert again.content == first.content
+        assert c.post("/order", content=chunks(b'{"sku": 8}'), headers=h).status_code == 422
+    assert _orders(r, ns) == 1
