@@ -7,6 +7,7 @@
   hot keys from a bounded local cache with single-flight refresh, and broadcasting
   invalidations on writes.
 - :class:`ShardedCounter` - split a write-hot counter over N keys; never oversells.
+- :class:`Namespace` - the deployment's Redis names (prefix, channel, sharded pub/sub).
 - :class:`ClientMetrics` - optional Prometheus metrics on an explicit registry.
 """
 
@@ -19,9 +20,10 @@ from hotkeyd.client.hotset import ApplyResult, HotItem, HotSet
 from hotkeyd.client.invalidation import ServerTracking, decode_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.metrics import ClientMetrics
-from hotkeyd.client.sharded import ShardedCounter
+from hotkeyd.client.sharded import PartialTakeError, ShardedCounter
 from hotkeyd.client.snapshots import read_snapshots
 from hotkeyd.client.subscriber import Subscriber, SubscriberStats
+from hotkeyd.wire import Namespace
 
 __all__ = [
     "ApplyResult",
@@ -33,6 +35,8 @@ __all__ = [
     "HotItem",
     "HotSet",
     "LocalCache",
+    "Namespace",
+    "PartialTakeError",
     "ServerTracking",
     "ShardedCounter",
     "Subscriber",
