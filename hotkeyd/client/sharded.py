@@ -153,7 +153,9 @@ class ShardedCounter:
         if total < 0:
             raise ValueError(f"total must be >= 0, got {total}")
         base, extra = divmod(total, self.shards)
-        values: dict[Any, Any] = {k: base + (1 if i < extra else 0) for i, k in enumerate(self.keys)}
+        values: dict[Any, Any] = {
+            k: base + (1 if i < extra else 0) for i, k in enumerate(self.keys)
+        }
         if self.hash_tag:
             self.client.mset(values)
             return
