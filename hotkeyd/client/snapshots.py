@@ -243,8 +243,12 @@ def merge_snapshots(snapshots: Mapping[str, Message], *, top_limit: int = 100) -
             if merged is None:
                 merged = top[tident] = dict(item)
                 merged["rate"] = 0.0
+                merged.pop("local", None)
                 merged["instances"] = 0
             merged["rate"] = round(merged["rate"] + rate, 3)
+            local = _number(item.get("local"))
+            if local:  # served by app caches (demand reports): summed like the rate
+                merged["local"] = round(merged.get("local", 0.0) + local, 3)
             merged["instances"] += 1
             if item.get("hot"):
                 merged["hot"] = True
@@ -287,3 +291,10 @@ def read_merged(
     if bad:
         out["bad_snapshots"] = sorted(bad)
     return out
+
+
+def _number(v: Any) -> float:
+    """A non-negative finite number from an untrusted snapshot field, else 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        return 0.0
+    return float(v)

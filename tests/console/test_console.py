@@ -160,3 +160,33 @@ def test_follow_channel_reconnects_with_backoff_and_closes_old_pubsub(
     admin.publish(channel, json.dumps({"n": 2}))
     t.join(10)
     assert seen == [2] and got[0] == b"one"
+
+
+def test_render_top_shows_the_share_served_from_app_caches() -> None:
+    data = {
+        "instances": ["i1", "i2"],
+        "hot": [{"key": "hot:1", "rate": 900.0, "rule": "r", "since": 95.0}],
+        "top": [
+            {"key": "hot:1", "rate": 4000.0, "local": 3960.0, "rule": "r", "hot": True},
+            {"key": "cold:1", "rate": 50.0, "rule": "default"},
+        ],
+    }
+    lines = render_top(data, limit=10, now=100.0).splitlines()
+    assert "demand: 4050.0/s, 98% served from app caches" in lines[0]
+    assert lines[2].split()[:3] == ["KEY", "RATE/s", "LOCAL%"]
+    hot = lines[3].split()
+    assert hot[:3] == ["*hot:1", "4000.0", "99%"]  # the current total demand, not the announced rate
+    assert lines[4].split()[:3] == ["cold:1", "50.0", "-"]
+
+
+def test_merged_snapshots_sum_the_local_rate_per_key() -> None:
+    from hotkeyd.client.snapshots import merge_snapshots
+
+    def snap(instance: str, local: object) -> Message:
+        top = ({"key": "k", "rate": 100.0, "local": local, "rule": "r", "hot": True},)
+        return Message(instance=instance, seq=1, ts=1.0, full=True, top=top)
+
+    merged = merge_snapshots({"a": snap("a", 60.0), "b": snap("b", 30.0)}).to_json(now=0.0)
+    assert merged["top"][0]["rate"] == 200.0 and merged["top"][0]["local"] == 90.0
+    forged = merge_snapshots({"a": snap("a", "lots"), "b": snap("b", -5)}).to_json(now=0.0)
+    assert "local" not in forged["top"][0]
