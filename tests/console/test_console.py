@@ -174,8 +174,8 @@ def test_render_top_shows_the_share_served_from_app_caches() -> None:
     lines = render_top(data, limit=10, now=100.0).splitlines()
     assert "demand: 4050.0/s, 98% served from app caches" in lines[0]
     assert lines[2].split()[:3] == ["KEY", "RATE/s", "LOCAL%"]
-    hot = lines[3].split()
-    assert hot[:3] == ["*hot:1", "4000.0", "99%"]  # the current total demand, not the announced rate
+    # the hot row shows the current total demand, not the rate it was announced with
+    assert lines[3].split()[:3] == ["*hot:1", "4000.0", "99%"]
     assert lines[4].split()[:3] == ["cold:1", "50.0", "-"]
 
 
