@@ -18,17 +18,19 @@ def test_flash_sale_recipe(tmp_path: Path, redis_server: object) -> None:
     # (redis_server: fails in CI / skips elsewhere when redis-server is missing)
     out = tmp_path / "result.json"
     proc = subprocess.run(
-        [sys.executable, str(RUN), "--seconds", "5", "--stock", "200", "--json", str(out)],
+        [sys.executable, str(RUN), "--seconds", "5", "--stock", "50", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     res = json.loads(out.read_text())
-    assert not res["oversold"] and res["paid_qty"] + res["stock_left"] == 200
+    assert not res["oversold"] and res["paid_qty"] + res["stock_left"] == 50
     assert res["duplicate_orders"] == 0 and res["handler_ran_twice"] == 0
     assert res["mismatched_replays"] == 0 and res["errors"] == 0
     assert res["retries"] >= res["orders"] > 0 and res["injected_timeouts"] > 0
-    assert res["paid_qty"] == 200  # demand exceeded stock: sold out exactly
+    # every unit sold once; once sold out, every further order is SOLD_OUT
+    assert res["paid_qty"] == min(50, res["orders"])
+    assert res["orders"] > 50, "too little load to sell out (a very slow machine?)"
     # the hot product's reads stopped reaching Redis once the daemon found it hot
     assert res["product_1_redis_gets"] < res["product_1_requests"] / 5
