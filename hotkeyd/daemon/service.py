@@ -281,8 +281,8 @@ class Service:
                 if self.detector.due() <= 0:
                     self._tick()
                 if not got and self.sources and all(s.exhausted for s in self.sources):
-                    self._finish_input()
-                    break
+                    break  # finite input is over
+            self._final_tick()
         finally:
             self._shutdown()
         return self._exit_code()
@@ -348,11 +348,15 @@ class Service:
         self.view = (hot, top)
         self.publisher.update_state(hot, top)
 
-    def _finish_input(self) -> None:
-        """Finite input is over: close the current sub-window so its counts are rated."""
-        wait = self.detector.due()
+    def _final_tick(self) -> None:
+        """Input over or stop requested: close the open sub-window so its counts are rated.
+
+        Waits for the sub-window's end (at most one tick), even when a stop is pending:
+        the final message must include what the last sub-window saw.
+        """
+        wait = min(self.detector.due(), self.settings.tick)
         if wait > 0:
-            self._stop.wait(wait)
+            time.sleep(wait)
         self._tick()
 
     def _abort_start(self) -> None:

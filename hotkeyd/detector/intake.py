@@ -15,6 +15,7 @@ from typing import Any
 
 from hotkeyd.detector.keys import encode_keys
 from hotkeyd.errors import SketchError
+from hotkeyd.lines import parse_counted
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sketch import SketchLike
 
@@ -110,7 +111,8 @@ class Intake:
 def count_lines(buf: bytes | bytearray | memoryview, counted: bool) -> Counts:
     """Count the events of a line buffer without a sketch (late batches: a rare path).
 
-    Counted buffers are parsed; lines lacking a valid ``<TAB>count`` are malformed.
+    Counted buffers are parsed with the one grammar (:func:`hotkeyd.lines.parse_counted`,
+    as the C fast path); lines lacking a valid ``<TAB>count`` are malformed.
     """
     if not counted:
         return count_nonempty_lines(buf), 0, 0
@@ -120,15 +122,11 @@ def count_lines(buf: bytes | bytearray | memoryview, counted: bool) -> Counts:
         line = line.rstrip(b"\r")
         if not line:
             continue
-        _, tab, num = line.rpartition(b"\t")
-        try:
-            n = int(num) if tab else -1
-        except ValueError:
-            n = -1
-        if n < 0:
+        parsed = parse_counted(line)
+        if parsed is None:
             malformed += 1
         else:
-            events += n
+            events += parsed[1]
     return events, 0, malformed
 
 

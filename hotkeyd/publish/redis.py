@@ -145,7 +145,8 @@ class RedisPublisher:
         self._client: AnyRedis | None = None
         self._connected = False
         self._last_error: str | None = "not started"
-        self.unsent = 0  # messages still queued when close() gave up (set by close)
+        self.unsent = 0  # messages close() could not deliver (queued, or in a stuck send)
+        self._inflight = 0  # messages the worker took from the queue and is sending
         self._failures_in_row = 0
         self._written_version = -1
         self._stopping = False
@@ -234,8 +235,15 @@ class RedisPublisher:
             self._cond.notify_all()
         if thread is not None:
             thread.join(max(0.0, timeout) + 0.5)
-            if thread.is_alive():
-                logger.warning("hotkeyd: publisher did not finish within %.1fs", timeout)
+            if thread.is_alive():  # stuck in a send: what it holds is not known to arrive
+                with self._cond:
+                    held = len(self._queue) + self._need_full + self._inflight
+                self.unsent = max(self.unsent, held, 1)
+                logger.warning(
+                    "hotkeyd: publisher did not finish within %.1fs; %d message(s) unsent",
+                    timeout,
+                    self.unsent,
+                )
         else:
             self._close_client()
         self._connected = False
@@ -273,6 +281,7 @@ class RedisPublisher:
                     batch = [self._queue.popleft() for _ in range(min(len(self._queue), _BATCH))]
                 version = self._state.version
                 snapshot = self._state.snapshot() if batch else None
+                self._inflight = len(batch)
             try:
                 if batch and snapshot is not None:
                     self._send(batch, snapshot, version)
@@ -361,6 +370,8 @@ class RedisPublisher:
         self._backoff.reset()
         self._connected = True
         self._last_error = None
+        with self._cond:
+            self._inflight = 0
 
     def _on_failure(self, exc: BaseException, batch: list[Message]) -> None:
         err = translate_redis_error(exc, self._target)
@@ -376,6 +387,7 @@ class RedisPublisher:
             self._need_full = True
             self._pending_final |= any(m.final for m in batch)
             self._queue.clear()
+            self._inflight = 0
         self._close_client()
 
     def _shutdown(self) -> None:
@@ -393,7 +405,7 @@ class RedisPublisher:
         with self._cond:
             dropped = len(self._queue) + (1 if self._need_full else 0)
             self._queue.clear()
-        self.unsent = dropped
+        self.unsent = max(self.unsent, dropped)
         if dropped:
             logger.warning(
                 "hotkeyd: publisher closed with %d message(s) unsent (last error: %s)",

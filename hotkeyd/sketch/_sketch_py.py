@@ -22,6 +22,7 @@ from typing import Any
 
 from hotkeyd.errors import SerializationError, SketchError
 from hotkeyd.keys import key_bytes
+from hotkeyd.lines import parse_counted
 
 _mmh3_hash: Any
 try:
@@ -567,17 +568,11 @@ class _Sketch:
                     continue
                 n = 1
                 if counted:
-                    t = line.rfind(b"\t")
-                    field = line[t + 1 :]
-                    if t < 0 or not field or not field.isdigit():
+                    parsed = parse_counted(line)
+                    if parsed is None:
                         malformed += 1
                         continue
-                    digits = field.lstrip(b"0")
-                    if len(digits) > 10 or (digits and int(digits) > COUNT_MAX):
-                        malformed += 1
-                        continue
-                    n = int(digits) if digits else 0
-                    line = line[:t]
+                    line, n = parsed
                 if len(line) > maxlen:
                     oversized += 1
                     continue

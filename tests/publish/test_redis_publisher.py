@@ -377,3 +377,24 @@ def test_db_index_from_url_holds_the_snapshot(
     assert not db0.exists(ns.snapshot("db3")) and db0.zcard(ns.instances) == 0
     db3.close()
     db0.close()
+
+
+def test_close_accounts_for_a_send_stuck_past_the_deadline(redis_server: RedisServer) -> None:
+    """close() used to return with the worker still in a send and unsent == 0 (exit 0)."""
+    import os
+    import signal
+
+    pub = RedisPublisher(redis_server.url, Namespace(prefix="stuck"), instance="s", heartbeat=5.0)
+    pub.start()
+    wait_until(lambda: pub.healthy, timeout=10)
+    assert redis_server.proc is not None
+    os.kill(redis_server.proc.pid, signal.SIGSTOP)  # a hung Redis: accepts, never answers
+    try:
+        pub.publish([hot(b"k")], final=True)
+        time.sleep(0.2)  # the worker is now inside the send, waiting for a reply
+        started = time.monotonic()
+        pub.close(timeout=0.1)
+        assert time.monotonic() - started < 1.5  # close keeps its deadline
+        assert pub.unsent >= 1
+    finally:
+        os.kill(redis_server.proc.pid, signal.SIGCONT)
