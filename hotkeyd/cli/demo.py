@@ -5,6 +5,12 @@ the daemon in-process on a seeded Zipf workload in which one key turns hot and t
 cools, runs a client-SDK subscriber against the real channel, and draws a live view
 of the top keys with a sparkline each. It ends with a summary: how long the
 subscriber took to learn the key was hot (and cool), and how many events went by.
+
+With Redis, the subscribed app also *serves* the hot key from its cache, as
+``HotCache`` would: while the key is hot its accesses no longer reach the daemon's
+source, and the app's demand reports carry them instead (the closed loop), so the
+view shows how much of the demand the cache absorbed (``LOCAL%``) while the key stays
+hot for as long as the spike lasts.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from hotkeyd.batch import Batch
 from hotkeyd.daemon.config import Settings
 from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.sources.synthetic import Spike, SyntheticSource
@@ -51,6 +58,7 @@ class DemoSummary:
     cool_at: float | None = None
     with_redis: bool = False
     hot_keys_seen: list[bytes] = field(default_factory=list)
+    local_share: float | None = None  # of the hot key's demand, served by the app's cache
 
     @property
     def detection_latency(self) -> float | None:
@@ -73,6 +81,42 @@ def _sparkline(values: deque[float], width: int) -> str:
     )
 
 
+class _AppCache:
+    """The demo app's cache in front of the synthetic traffic (a source wrapper).
+
+    Accesses of keys the app holds hot are served "locally": they are dropped from
+    what the daemon's source sees and counted on the hot-set entry, exactly where
+    ``HotCache`` counts them, for the demand reporter to send.
+    """
+
+    def __init__(self, source: SyntheticSource, hotset: Any) -> None:
+        self.source = source
+        self.name = source.name
+        self._items = hotset.items
+        self._clock = hotset.clock
+
+    def __getattr__(self, name: str) -> Any:  # start, commit, exhausted, close, events ...
+        return getattr(self.source, name)
+
+    def next_batch(self, max_wait: float) -> list[Batch]:
+        out = []
+        now = self._clock.monotonic()
+        for b in self.source.next_batch(max_wait):
+            if b.lines is None or not self._items:
+                out.append(b)
+                continue
+            kept = []
+            for line in bytes(b.lines).split(b"\n"):
+                item = self._items.get(line)
+                if item is not None and item.expires > now:
+                    item.served += 1
+                else:
+                    kept.append(line)
+            if kept:
+                out.append(Batch(lines=b"\n".join(kept), source=b.source))
+        return out
+
+
 def _fmt_key(entry: dict[str, Any]) -> str:
     return decode_key(entry).decode("utf-8", "backslashreplace")[:28]
 
@@ -91,6 +135,7 @@ def run_demo(
 ) -> DemoSummary:
     """Run the demo and return its summary (also printed to ``out``)."""
     from hotkeyd.client import HotSet, Subscriber
+    from hotkeyd.client.demand import DemandCounter, DemandReporter
     from hotkeyd.daemon.service import Service
     from hotkeyd.publish import MemoryPublisher
 
@@ -128,7 +173,6 @@ def run_demo(
         spikes=[Spike(HOT_KEY, spike_start, spike_end, spike_rate)],
         duration=duration,
     )
-    hotset = HotSet()
 
     def hotset_apply(msg: Message) -> None:
         hotset.apply(msg, force=True)  # in-process: no snapshot to resync from
@@ -137,7 +181,9 @@ def run_demo(
         redis_url=redis_url, http_port=None, namespace="hotkeyd-demo", instance="demo"
     )
     publisher = None if redis_url else MemoryPublisher(instance="demo", on_message=hotset_apply)
-    service = Service(settings, sources=[source], publisher=publisher, rules=rules)
+    hotset = HotSet()
+    app_source: Any = _AppCache(source, hotset) if redis_url else source
+    service = Service(settings, sources=[app_source], publisher=publisher, rules=rules)
 
     t0 = time.monotonic()
 
@@ -152,16 +198,20 @@ def run_demo(
 
     hotset.add_listener(on_hot=on_hot, on_cool=on_cool)
     subscriber = None
+    reporter = None
     if redis_url:
         import redis
 
-        subscriber = Subscriber(
-            redis.Redis.from_url(redis_url), hotset, namespace=service.namespace
-        )
+        client = redis.Redis.from_url(redis_url)
+        subscriber = Subscriber(client, hotset, namespace=service.namespace)
         subscriber.start()
         subscriber.wait_ready(5)
+        counter = DemandCounter(hotset, "demo-app", service.namespace, hotset.clock)
+        reporter = DemandReporter(counter, client.publish)
+        reporter.start()
 
     history: dict[str, deque[float]] = {}
+    shares: list[float] = []
     t0 = time.monotonic()
     source.start()
     runner = threading.Thread(target=service.run, name="hotkeyd-demo", daemon=True)
@@ -175,6 +225,8 @@ def run_demo(
             hot_ids = {h.key for h in hot}
             for e in top[:8]:
                 history.setdefault(e["key"], deque(maxlen=48)).append(float(e["rate"]))
+                if decode_key(e) == HOT_KEY and HOT_KEY in hot_ids and float(e["rate"]) > 0:
+                    shares.append(float(e.get("local", 0.0)) / float(e["rate"]))
             frame = _frame(
                 elapsed, duration, source.events, threshold, top[:8], hot_ids, history, hotset
             )
@@ -197,6 +249,8 @@ def run_demo(
     finally:
         runner.join(10)
         time.sleep(0.3)  # let the last messages reach the subscriber
+        if reporter is not None:
+            reporter.stop()
         if subscriber is not None:
             subscriber.stop()
         if server is not None:
@@ -204,6 +258,8 @@ def run_demo(
     summary.events = source.events
     summary.seconds = time.monotonic() - t0
     summary.spike_start, summary.spike_end = spike_start, spike_end
+    if shares:
+        summary.local_share = sorted(shares)[len(shares) // 2]
     out.write(_summary_text(summary) + "\n")
     out.flush()
     return summary
@@ -223,15 +279,21 @@ def _frame(
         f"hotkeyd demo  {elapsed:5.1f}/{duration:.0f}s   events {events:,}   "
         f"threshold {threshold:,.0f}/s   (Ctrl-C to stop)",
         "",
-        f"  {'KEY':<28} {'RATE/s':>10}  {'STATE':<5}  HISTORY",
+        f"  {'KEY':<28} {'RATE/s':>10} {'LOCAL%':>6}  {'STATE':<5}  HISTORY",
     ]
     for e in top:
         key = decode_key(e)
         state = "HOT" if key in hot_ids else ""
         spark = _sparkline(history.get(e["key"], deque()), 48)
-        lines.append(f"  {_fmt_key(e):<28} {float(e['rate']):>10,.0f}  {state:<5}  {spark}")
+        rate, local = float(e["rate"]), float(e.get("local", 0.0))
+        pct = f"{100 * local / rate:.0f}%" if rate > 0 and local > 0 else "-"
+        lines.append(f"  {_fmt_key(e):<28} {rate:>10,.0f} {pct:>6}  {state:<5}  {spark}")
     app = ", ".join(k.decode("utf-8", "replace") for k in sorted(hotset.keys())) or "(none)"
-    lines += ["", f"  subscribed app's hot set: {app}"]
+    lines += [
+        "",
+        f"  subscribed app's hot set: {app}",
+        "  LOCAL% = share of the rate the app served from its cache (its demand reports)",
+    ]
     return "\n".join(lines)
 
 
@@ -258,6 +320,11 @@ def _summary_text(s: DemoSummary) -> str:
         "  pub/sub            "
         + ("real redis-server on a free port" if s.with_redis else "in-process (no redis-server)"),
     ]
+    if s.local_share is not None:
+        rows.append(
+            f"  served locally     {s.local_share:.0%} of the hot key's demand while hot "
+            "(the app's cache; its demand reports kept the key hot)"
+        )
     return "\n".join(rows)
 
 

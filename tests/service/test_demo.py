@@ -37,3 +37,12 @@ def test_demo_detects_notifies_and_cools(use_redis: bool) -> None:
     hot_frames = [f for f in frames if "item:flash-sale" in f and "HOT" in f]
     assert hot_frames
     assert any(ch in hot_frames[-1] for ch in SPARKS[1:])
+    if use_redis:
+        # the app served the hot key from its cache and reported it: the key stayed hot
+        # (one hot event, no flap) and the view showed the locally served share
+        assert summary.hot_keys_seen == [HOT_KEY]
+        assert summary.local_share is not None and summary.local_share > 0.5, summary
+        assert "served locally" in text
+        assert any(
+            "%" in line and "item:flash-sale" in line for line in hot_frames[-1].splitlines()
+        )
