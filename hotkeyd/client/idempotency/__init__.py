@@ -5,6 +5,7 @@
   fenced by the lease's token. One Lua script (one round trip) per transition.
 - :func:`idempotent`: the same for a plain function.
 - :class:`DurableStore`: final results in SQL (DB-API 2) behind a unique key.
+- :class:`IdempotencyMetrics`: Prometheus counters of guards (explicit registry).
 - :func:`recover`: settle records whose holder died, asking the application.
 - :func:`operation_key`, :func:`gateway_key`, :func:`fingerprint`, :func:`check_key`.
 - :class:`IdempotencyMiddleware` (ASGI) and :class:`IdempotencyWSGIMiddleware` (WSGI)
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 from hotkeyd.client.idempotency.aioguard import AsyncIdempotencyGuard
 from hotkeyd.client.idempotency.asgi import IdempotencyMiddleware
-from hotkeyd.client.idempotency.core import GuardSettings
+from hotkeyd.client.idempotency.core import GuardSettings, GuardStats
 from hotkeyd.client.idempotency.decorator import idempotent
 from hotkeyd.client.idempotency.guard import IdempotencyGuard
 from hotkeyd.client.idempotency.http import REPLAYED_HEADER, HttpPolicy
 from hotkeyd.client.idempotency.keys import check_key, fingerprint, gateway_key, operation_key
+from hotkeyd.client.idempotency.metrics import IdempotencyMetrics
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
 from hotkeyd.client.idempotency.recover import RecoverReport, recover
 from hotkeyd.client.idempotency.store import DurableStore, StoredFinal
@@ -31,8 +33,10 @@ __all__ = [
     "Begin",
     "DurableStore",
     "GuardSettings",
+    "GuardStats",
     "HttpPolicy",
     "IdempotencyGuard",
+    "IdempotencyMetrics",
     "IdempotencyMiddleware",
     "IdempotencyWSGIMiddleware",
     "Lease",

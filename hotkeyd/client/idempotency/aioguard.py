@@ -19,6 +19,7 @@ from hotkeyd.client.idempotency.core import (
     REDIS_ERRORS,
     Fingerprint,
     GuardSettings,
+    GuardStats,
     Prepared,
     duplicate,
     from_store,
@@ -26,7 +27,7 @@ from hotkeyd.client.idempotency.core import (
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome, parse_begin, parse_fenced
 from hotkeyd.client.idempotency.store import DurableStore
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.errors import ClientError, IdempotencyError
+from hotkeyd.errors import ClientError, IdempotencyError, LeaseLostError
 
 __all__ = ["AsyncIdempotencyGuard"]
 
@@ -57,6 +58,11 @@ class AsyncIdempotencyGuard:
         self._extend = client.register_script(scripts.EXTEND)
         self._release = client.register_script(scripts.RELEASE)
 
+    @property
+    def stats(self) -> GuardStats:
+        """Counters (outcomes, takeovers, lost leases, bad input, outages)."""
+        return self.settings.stats
+
     async def begin(self, key: str, fingerprint: Fingerprint = b"", *, wait: float = 0.0) -> Begin:
         """See :meth:`IdempotencyGuard.begin`."""
         p = self.settings.prepare(key, fingerprint)
@@ -66,7 +72,7 @@ class AsyncIdempotencyGuard:
             b = await self._begin_once(p)
             left = deadline - self.clock.monotonic()
             if b.outcome is not Outcome.IN_PROGRESS or left <= 0:
-                return b
+                return self.settings.stats.count(b)
             await asyncio.sleep(min(left, b.retry_after, backoff.next_delay()))
 
     async def _begin_once(self, p: Prepared) -> Begin:
@@ -80,11 +86,14 @@ class AsyncIdempotencyGuard:
         try:
             stored = await asyncio.to_thread(self.store.get, p.digest)
         except Exception as exc:
-            await self.abandon(b.lease)
-            return self.settings.failed(exc, "store lookup", p)
+            if self.settings.on_error == "closed":
+                await self.abandon(b.lease)
+            self.settings.tolerate(exc, "store lookup")
+            return b  # failing open: Redis still guards the key
         if stored is None:
             return b
         answer = from_store(stored, p)
+        self.settings.stats.store_replays += 1
         if answer.outcome is Outcome.DONE:
             await self._write_redis(b.lease, stored.result, stored.failed)
         else:
@@ -106,6 +115,7 @@ class AsyncIdempotencyGuard:
             return
         if winner.token != lease.token:
             await self._write_redis(lease, winner.result, winner.failed, repair=True)
+            self.settings.stats.duplicates += 1
             raise duplicate(lease, winner)
 
     async def fail(self, lease: Lease, result: bytes = b"") -> None:
@@ -136,7 +146,11 @@ class AsyncIdempotencyGuard:
         except REDIS_ERRORS as exc:
             self.settings.failed(exc, what, lease)
             return
-        parse_fenced(reply, what, lease)
+        try:
+            parse_fenced(reply, what, lease)
+        except LeaseLostError:
+            self.settings.stats.lease_lost += 1
+            raise
 
     async def abandon(self, lease: Lease) -> None:
         """See :meth:`IdempotencyGuard.abandon`."""

@@ -53,7 +53,8 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        req = Request(scope["method"], scope["path"], headers)
+        query = bytes(scope.get("query_string", b"")).decode("latin-1")
+        req = Request(scope["method"], scope["path"], headers, query)
         pol = self.policy
         if not pol.guarded(req):
             await self.app(scope, receive, send)

@@ -16,11 +16,24 @@ from hotkeyd.client.idempotency.keys import check_key, fingerprint, record_diges
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
 from hotkeyd.client.idempotency.store import StoredFinal
 from hotkeyd.conn.redis import translate_redis_error
-from hotkeyd.errors import ConfigError, DuplicateCompletionError, IdempotencyUnavailable
+from hotkeyd.errors import (
+    ConfigError,
+    DuplicateCompletionError,
+    IdempotencyKeyError,
+    IdempotencyUnavailable,
+)
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Namespace
 
-__all__ = ["REDIS_ERRORS", "FailMode", "GuardSettings", "Prepared", "duplicate", "from_store"]
+__all__ = [
+    "REDIS_ERRORS",
+    "FailMode",
+    "GuardSettings",
+    "GuardStats",
+    "Prepared",
+    "duplicate",
+    "from_store",
+]
 
 logger = logging.getLogger("hotkeyd.client.idempotency")
 FailMode = Literal["closed", "open"]
@@ -38,6 +51,29 @@ class Prepared:
     fingerprint: str
     keys: list[str]
     args: list[Any]
+
+
+@dataclass
+class GuardStats:
+    """Counters of one guard: plain ints, read by ``IdempotencyMetrics`` at scrape time."""
+
+    new: int = 0  # begin answers, by outcome (a waiting begin counts its final answer)
+    in_progress: int = 0
+    done: int = 0
+    mismatch: int = 0
+    takeovers: int = 0  # NEW after an earlier holder's lease ran out
+    store_replays: int = 0  # DONE/MISMATCH answered by the durable store (Redis forgot)
+    lease_lost: int = 0  # complete/fail/extend/release refused by the fencing token
+    duplicates: int = 0  # completions refused by the store's unique key
+    bad_input: int = 0  # keys refused by check_key
+    unavailable: int = 0  # Redis/store failures (raised when closed, tolerated when open)
+
+    def count(self, b: Begin) -> Begin:
+        """Count ``b`` and return it."""
+        name = b.outcome.value
+        setattr(self, name, getattr(self, name) + 1)
+        self.takeovers += b.takeover
+        return b
 
 
 @dataclass
@@ -82,7 +118,7 @@ class GuardSettings:
             raise ConfigError(f"on_error must be 'closed' or 'open', got {self.on_error!r}")
         if self.audit_maxlen < 0:
             raise ConfigError(f"audit_maxlen must be >= 0, got {self.audit_maxlen}")
-        self.unavailable = 0  # Redis/store failures seen (each one logged at a limited rate)
+        self.stats = GuardStats()
         self._warn = RateLimitedLog(logger)
 
     @property
@@ -98,7 +134,11 @@ class GuardSettings:
 
     def prepare(self, key: str, fp: Fingerprint, *, claim: bool = False) -> Prepared:
         """Validate one call and build the begin script's keys and arguments."""
-        key = check_key(key, self.max_key_length)
+        try:
+            key = check_key(key, self.max_key_length)
+        except (IdempotencyKeyError, TypeError):
+            self.stats.bad_input += 1
+            raise
         fps = fingerprint(fp)
         digest = record_digest(self.scope, key)
         record = self.namespace.idempotency_record(digest)
@@ -125,20 +165,18 @@ class GuardSettings:
         ms = self.lease_ms if seconds is None else max(1, round(seconds * 1000))
         return [lease.record], [lease.token, ms]
 
-    def failed(self, exc: BaseException, what: str, p: Prepared | Lease) -> Begin:
-        """A Redis or store failure during ``what``: raise (closed) or run unguarded (open)."""
-        self.unavailable += 1
+    def tolerate(self, exc: BaseException, what: str) -> None:
+        """Count a Redis or store failure during ``what``; raise it (closed) or log it (open)."""
+        self.stats.unavailable += 1
         err = translate_redis_error(exc) if isinstance(exc, REDIS_ERRORS) else exc
         if self.on_error == "closed":
             raise IdempotencyUnavailable(f"idempotency guard unavailable ({what}): {err}") from exc
-        self._warn.warning(
-            f"open-{what}",
-            "idempotency guard failing open on %s: %s (running unguarded)",
-            what,
-            err,
-        )
-        record = p.record
-        return Begin(Outcome.NEW, lease=Lease(p.key, record, 0, p.fingerprint, guarded=False))
+        self._warn.warning(f"open-{what}", "idempotency guard failing open on %s: %s", what, err)
+
+    def failed(self, exc: BaseException, what: str, p: Prepared | Lease) -> Begin:
+        """A failure during ``what``: raise (closed) or answer NEW, unguarded (open)."""
+        self.tolerate(exc, what)
+        return Begin(Outcome.NEW, lease=Lease(p.key, p.record, 0, p.fingerprint, guarded=False))
 
     def final_of(self, lease: Lease, result: bytes, failed: bool) -> StoredFinal:
         """The durable store's row for a completion."""

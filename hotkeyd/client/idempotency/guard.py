@@ -29,6 +29,7 @@ from hotkeyd.client.idempotency.core import (
     REDIS_ERRORS,
     Fingerprint,
     GuardSettings,
+    GuardStats,
     Prepared,
     duplicate,
     from_store,
@@ -36,7 +37,7 @@ from hotkeyd.client.idempotency.core import (
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome, parse_begin, parse_fenced
 from hotkeyd.client.idempotency.store import DurableStore
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.errors import ClientError, IdempotencyError
+from hotkeyd.errors import ClientError, IdempotencyError, LeaseLostError
 
 __all__ = ["IdempotencyGuard"]
 
@@ -75,6 +76,11 @@ class IdempotencyGuard:
         self._extend = client.register_script(scripts.EXTEND)
         self._release = client.register_script(scripts.RELEASE)
 
+    @property
+    def stats(self) -> GuardStats:
+        """Counters (outcomes, takeovers, lost leases, bad input, outages)."""
+        return self.settings.stats
+
     def begin(self, key: str, fingerprint: Fingerprint = b"", *, wait: float = 0.0) -> Begin:
         """Start the operation of ``key``, or learn why not.
 
@@ -96,7 +102,7 @@ class IdempotencyGuard:
             b = self._begin_once(p)
             left = deadline - self.clock.monotonic()
             if b.outcome is not Outcome.IN_PROGRESS or left <= 0:
-                return b
+                return self.settings.stats.count(b)
             self.sleep(min(left, b.retry_after, backoff.next_delay()))
 
     def _begin_once(self, p: Prepared) -> Begin:
@@ -109,11 +115,14 @@ class IdempotencyGuard:
         try:  # Redis has no record: did it forget a final result (failover, restart)?
             stored = self.store.get(p.digest)
         except Exception as exc:
-            self.abandon(b.lease)
-            return self.settings.failed(exc, "store lookup", p)
+            if self.settings.on_error == "closed":
+                self.abandon(b.lease)
+            self.settings.tolerate(exc, "store lookup")
+            return b  # failing open: Redis still guards the key
         if stored is None:
             return b
         answer = from_store(stored, p)
+        self.settings.stats.store_replays += 1
         if answer.outcome is Outcome.DONE:  # Redis learns it again
             self._write_redis(b.lease, stored.result, stored.failed)
         else:
@@ -157,6 +166,7 @@ class IdempotencyGuard:
             return
         if winner.token != lease.token:
             self._write_redis(lease, winner.result, winner.failed, repair=True)
+            self.settings.stats.duplicates += 1
             raise duplicate(lease, winner)
 
     def fail(self, lease: Lease, result: bytes = b"") -> None:
@@ -192,7 +202,11 @@ class IdempotencyGuard:
         except REDIS_ERRORS as exc:
             self.settings.failed(exc, what, lease)
             return
-        parse_fenced(reply, what, lease)
+        try:
+            parse_fenced(reply, what, lease)
+        except LeaseLostError:
+            self.settings.stats.lease_lost += 1
+            raise
 
     def abandon(self, lease: Lease) -> None:
         """Release, ignoring a lost lease or an outage (the lease runs out anyway)."""

@@ -9,7 +9,7 @@ first with a key                          the app's response (stored when < 500)
 retry after it finished                   the stored status, headers and body, plus
                                           ``Idempotent-Replayed: true``
 retry while the first still runs          409 Conflict, ``Retry-After``
-same key, different method/path/body      422 Unprocessable Content
+same key, other method/path/query/body    422 Unprocessable Content
 no key on a route that requires one       400 Bad Request
 empty/oversized/non-ASCII key             400 Bad Request
 body over ``max_body``                    413 Content Too Large
@@ -59,6 +59,7 @@ class Request:
     method: str
     path: str
     headers: dict[str, str]  # lower-case names
+    query: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class HttpPolicy:
 
     @staticmethod
     def fingerprint_of(req: Request, body: bytes) -> str:
-        return fingerprint(req.method.upper(), req.path, body)
+        return fingerprint(req.method.upper(), req.path, req.query, body)
 
 
 class GuardedApp(Generic[AppT, GuardT]):

@@ -112,7 +112,8 @@ def _request(environ: Environ) -> Request:
         k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")
     }
     path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
-    return Request(environ.get("REQUEST_METHOD", "GET"), path, headers)
+    query = environ.get("QUERY_STRING", "")
+    return Request(environ.get("REQUEST_METHOD", "GET"), path, headers, query)
 
 
 def _run(app: WSGIApp, environ: Environ) -> Response:

@@ -173,3 +173,39 @@ def test_one_round_trip_for_begin_and_one_for_complete(r: redis.Redis, ns: Names
             if cmd.get("client_type") != "lua" and name not in ("HELLO", "CLIENT"):
                 seen.append(name)  # (HELLO: a new pooled connection says hello once)
     assert seen == ["EVALSHA", "EVALSHA"]
+
+
+def test_stats_and_prometheus_metrics(r: redis.Redis, ns: Namespace) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from hotkeyd.client.idempotency import IdempotencyMetrics
+    from hotkeyd.errors import IdempotencyKeyError
+
+    registry = CollectorRegistry()
+    guard = IdempotencyMetrics(registry).watch(
+        IdempotencyGuard(r, namespace=ns, scope="orders", lease=0.2, ttl=10)
+    )
+    old = guard.begin("k", b"x").lease
+    guard.begin("k", b"x")
+    guard.begin("k", b"y")
+    with pytest.raises(IdempotencyKeyError):
+        guard.begin("", b"x")
+    time.sleep(0.3)
+    new = guard.begin("k", b"x").lease
+    assert old is not None and new is not None
+    with pytest.raises(LeaseLostError):
+        guard.complete(old, b"late")
+    guard.complete(new, b"r")
+    guard.begin("k", b"x")
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"scope": "orders", **labels})
+
+    assert value("hotkeyd_idempotency_begins_total", outcome="new") == 2
+    assert value("hotkeyd_idempotency_begins_total", outcome="in_progress") == 1
+    assert value("hotkeyd_idempotency_begins_total", outcome="mismatch") == 1
+    assert value("hotkeyd_idempotency_begins_total", outcome="done") == 1
+    assert value("hotkeyd_idempotency_takeovers_total") == 1
+    assert value("hotkeyd_idempotency_lease_lost_total") == 1
+    assert value("hotkeyd_idempotency_bad_input_total") == 1
+    assert guard.stats.unavailable == 0

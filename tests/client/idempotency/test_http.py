@@ -79,6 +79,7 @@ def test_422_on_reuse_with_another_body(base: str, r: redis.Redis, ns: Namespace
         assert c.post("/order", content=b'{"qty": 1}', headers=h).status_code == 201
         bad = c.post("/order", content=b'{"qty": 2}', headers=h)
         assert bad.status_code == 422 and "different request" in bad.json()["error"]
+        assert c.post("/order?coupon=1", content=b'{"qty": 1}', headers=h).status_code == 422
         # another user may use the same key for their own request
         other = c.post("/order", content=b'{"qty": 2}', headers={**h, "X-User": "bob"})
         assert other.status_code == 201

@@ -55,7 +55,7 @@ def test_redis_down_fails_closed_by_default(redis_server: RedisServer, r: redis.
     redis_server.stop()
     with pytest.raises(IdempotencyUnavailable, match="unreachable"):
         guard.begin("k", b"x")
-    assert guard.settings.unavailable == 1
+    assert guard.stats.unavailable == 1
 
 
 def test_redis_down_fails_open_when_asked(redis_server: RedisServer, r: redis.Redis) -> None:
@@ -64,4 +64,4 @@ def test_redis_down_fails_open_when_asked(redis_server: RedisServer, r: redis.Re
     b = guard.begin("k", b"x")
     assert b.outcome is Outcome.NEW and b.lease is not None and not b.lease.guarded
     guard.complete(b.lease, b"unrecorded")  # nothing to record, no error
-    assert guard.settings.unavailable == 1
+    assert guard.stats.unavailable == 1
