@@ -95,7 +95,7 @@ public final class HotCache implements AutoCloseable {
     this.invalidateChannel = namespace.invalidateChannel();
     this.demandIntervalMillis = b.demandInterval.toMillis();
     this.local = new LocalCache(clock, b.maxEntries, b.maxBytes, b.staleFor.toNanos(),
-        b.waitTimeout.toNanos(), stats);
+        b.waitTimeout.toNanos(), stats, GET_S, GET_B, HGETALL_S, HGETALL_B, CACHED);
     hotset.addListener(new HotListener() {
       @Override
       public void onCool(KeyId key) {

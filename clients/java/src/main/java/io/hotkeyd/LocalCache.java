@@ -57,15 +57,19 @@ final class LocalCache {
   private final long waitTimeoutNanos;
   private final CacheStats stats;
   private final Cache<CacheKey, Entry> cache;
+  /** Kinds cached without a sub-key: invalidation removes them directly, no index needed. */
+  private final char[] plainKinds;
+  /** Entries with a sub-key (HGET fields), by Redis key. */
   private final ConcurrentHashMap<KeyId, Set<CacheKey>> byKey = new ConcurrentHashMap<>();
   private final ConcurrentHashMap<CacheKey, Flight> flights = new ConcurrentHashMap<>();
 
   LocalCache(Clock clock, int maxEntries, long maxBytes, long staleForNanos, long waitTimeoutNanos,
-      CacheStats stats) {
+      CacheStats stats, char... plainKinds) {
     if (maxEntries < 1 || maxBytes < 1) {
       throw new IllegalArgumentException("maxEntries and maxBytes must be >= 1");
     }
     this.clock = clock;
+    this.plainKinds = plainKinds.clone();
     this.maxBytes = maxBytes;
     this.minWeight = (int) Math.min(Integer.MAX_VALUE, (maxBytes + maxEntries - 1) / maxEntries);
     this.staleForNanos = staleForNanos;
@@ -77,17 +81,14 @@ final class LocalCache {
             .weigher((CacheKey k, Entry e) -> e.weight)
             .executor(Runnable::run)
             .removalListener((CacheKey k, Entry e, RemovalCause cause) -> {
-              if (k != null) {
-                Set<CacheKey> s = byKey.get(k.id());
-                if (s != null) {
-                  s.remove(k);
-                  if (s.isEmpty()) {
-                    byKey.remove(k.id(), s);
-                  }
-                }
-              }
               if (cause.wasEvicted()) {
                 stats.evictions.increment();
+                if (k != null && k.sub() != null) {
+                  Set<CacheKey> s = byKey.get(k.id());
+                  if (s != null) {
+                    s.remove(k);
+                  }
+                }
               }
             })
             .build();
@@ -105,7 +106,13 @@ final class LocalCache {
   }
 
   boolean contains(KeyId id) {
-    return byKey.containsKey(id);
+    for (char kind : plainKinds) {
+      if (cache.getIfPresent(new CacheKey(kind, id, null)) != null) {
+        return true;
+      }
+    }
+    Set<CacheKey> s = byKey.get(id);
+    return s != null && !s.isEmpty();
   }
 
   /**
@@ -183,7 +190,9 @@ final class LocalCache {
       return;
     }
     int weight = (int) Math.max(size, minWeight);
-    byKey.computeIfAbsent(ck.id(), k -> ConcurrentHashMap.newKeySet()).add(ck);
+    if (ck.sub() != null) {
+      byKey.computeIfAbsent(ck.id(), k -> ConcurrentHashMap.newKeySet()).add(ck);
+    }
     cache.put(ck, new Entry(value, weight, clock.nanoTime() + ttlNanos));
     if (f.tainted) { // invalidated while we loaded: the value may predate the write
       cache.invalidate(ck);
@@ -220,13 +229,20 @@ final class LocalCache {
         f.tainted = true;
       }
     }
-    Set<CacheKey> s = byKey.remove(id);
+    for (char kind : plainKinds) {
+      if (cache.asMap().remove(new CacheKey(kind, id, null)) != null) {
+        stats.invalidations.increment();
+      }
+    }
+    Set<CacheKey> s = byKey.get(id);
     if (s != null) {
       for (CacheKey ck : s) {
+        s.remove(ck);
         if (cache.asMap().remove(ck) != null) {
           stats.invalidations.increment();
         }
       }
+      byKey.computeIfPresent(id, (k, set) -> set.isEmpty() ? null : set);
     }
   }
 

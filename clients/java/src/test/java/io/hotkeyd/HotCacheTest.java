@@ -111,6 +111,24 @@ class HotCacheTest {
   }
 
   @Test
+  void aRefreshedCopyIsStillInvalidated() throws Exception {
+    Namespace ns = freshNs();
+    FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
+    d.snapshot(FakeDaemon.hot("rf", 60_000));
+    jedis.set("rf", "1");
+    ManualClock clock = new ManualClock();
+    try (HotCache a = HotCache.builder(jedis).namespace(ns).clock(clock).maxTtl(Duration.ofMillis(100))
+            .staleFor(Duration.ZERO).build().start();
+        HotCache b = HotCache.builder(jedis).namespace(ns).build().start()) {
+      assertEquals("1", a.get("rf"));
+      clock.advanceMillis(200);
+      assertEquals("1", a.get("rf")); // the copy expired and was refreshed (replaced)
+      b.set("rf", "2");
+      await(() -> "2".equals(a.get("rf")), "the refreshed copy is dropped by the invalidation");
+    }
+  }
+
+  @Test
   void singleFlightOneLoaderForManyCallers() throws Exception {
     Namespace ns = freshNs();
     FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
