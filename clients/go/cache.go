@@ -38,7 +38,7 @@ type CacheOptions struct {
 type HotCache struct {
 	client redis.UniversalClient
 	sub    *Subscriber
-	hot    *HotSet
+	hotset *HotSet
 	local  *localCache
 	demand *demandReporter
 	db     int
@@ -51,6 +51,13 @@ type HotCache struct {
 type nilable struct {
 	s     string
 	isNil bool
+}
+
+func (n nilable) result() (string, error) {
+	if n.isNil {
+		return "", redis.Nil
+	}
+	return n.s, nil
 }
 
 // NewHotCache wraps client (a *redis.Client or *redis.ClusterClient, or any
@@ -95,9 +102,9 @@ func NewHotCache(client redis.UniversalClient, o CacheOptions) *HotCache {
 		},
 		OnReset: c.local.clear, Logger: o.Logger,
 	})
-	c.hot = c.sub.HotSet()
+	c.hotset = c.sub.HotSet()
 	if !o.DisableDemand {
-		c.demand = newDemandReporter(client, o.Namespace, c.hot, c.origin, o.DemandInterval)
+		c.demand = newDemandReporter(client, o.Namespace, c.hotset, c.origin, o.DemandInterval)
 	}
 	return c
 }
@@ -134,7 +141,7 @@ func (c *HotCache) Close() error {
 func (c *HotCache) Client() redis.UniversalClient { return c.client }
 
 // HotSet is the live hot set.
-func (c *HotCache) HotSet() *HotSet { return c.hot }
+func (c *HotCache) HotSet() *HotSet { return c.hotset }
 
 // Subscriber is the cache's subscriber (stats, errors).
 func (c *HotCache) Subscriber() *Subscriber { return c.sub }
@@ -153,32 +160,46 @@ func (c *HotCache) DemandStats() DemandStats {
 // Origin identifies this cache in invalidations and demand reports.
 func (c *HotCache) Origin() string { return c.origin }
 
-// hotTTL returns the local TTL (s) of key if it is hot for this client's db.
-func (c *HotCache) hotTTL(key string) (float64, bool) {
-	e, ok := c.hot.Get(Key{key, c.db})
-	if !ok {
-		return 0, false
+// hot returns key's hot item (nil when cold for this client's db), the time, and the
+// local TTL (s) of a copy.
+func (c *HotCache) hot(key string) (*HotItem, float64, float64) {
+	now := c.clock.Monotonic()
+	it := c.hotset.item(Key{key, c.db}, now)
+	if it == nil {
+		return nil, now, 0
 	}
-	ttl := float64(e.TTLms) / 1000
+	ttl := float64(it.Entry.TTLms) / 1000
 	if c.maxTTL > 0 && ttl > c.maxTTL {
 		ttl = c.maxTTL
 	}
-	return ttl, true
+	return it, now, ttl
 }
 
-func (c *HotCache) served(key string, local bool) {
+// served counts a read the cache answered from memory (Redis never saw it): one atomic
+// add on the hot item, flushed as a demand report.
+func (c *HotCache) served(it *HotItem, local bool) {
 	if local && c.demand != nil {
-		c.demand.record(Key{key, c.db})
+		it.served.Add(1)
 	}
+}
+
+func (c *HotCache) hotTTL(key string) (float64, bool) {
+	it, _, ttl := c.hot(key)
+	return ttl, it != nil
 }
 
 // Get is GET, served locally while key is hot. A missing key returns redis.Nil.
 func (c *HotCache) Get(ctx context.Context, key string) (string, error) {
-	ttl, hot := c.hotTTL(key)
-	if !hot {
+	it, now, ttl := c.hot(key)
+	if it == nil {
 		return c.client.Get(ctx, key).Result()
 	}
-	v, local, err := c.local.load("g:"+key, key, ttl, func() (any, int, error) {
+	ck := cacheKey{op: 'g', key: key}
+	if v, ok := c.local.peek(ck, now); ok {
+		c.served(it, true)
+		return v.(nilable).result()
+	}
+	v, local, err := c.local.fill(ck, ttl, func() (any, int, error) {
 		s, err := c.client.Get(ctx, key).Result()
 		if errors.Is(err, redis.Nil) {
 			return nilable{isNil: true}, 0, nil
@@ -188,7 +209,7 @@ func (c *HotCache) Get(ctx context.Context, key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.served(key, local)
+	c.served(it, local)
 	n := v.(nilable)
 	if n.isNil {
 		return "", redis.Nil
@@ -198,11 +219,11 @@ func (c *HotCache) Get(ctx context.Context, key string) (string, error) {
 
 // HGet is HGET, served locally while key is hot.
 func (c *HotCache) HGet(ctx context.Context, key, field string) (string, error) {
-	ttl, hot := c.hotTTL(key)
-	if !hot {
+	it, now, ttl := c.hot(key)
+	if it == nil {
 		return c.client.HGet(ctx, key, field).Result()
 	}
-	v, local, err := c.local.load("h:"+field+"\x00"+key, key, ttl, func() (any, int, error) {
+	v, local, err := c.local.load(cacheKey{op: 'h', key: key, field: field}, now, ttl, func() (any, int, error) {
 		s, err := c.client.HGet(ctx, key, field).Result()
 		if errors.Is(err, redis.Nil) {
 			return nilable{isNil: true}, 0, nil
@@ -212,7 +233,7 @@ func (c *HotCache) HGet(ctx context.Context, key, field string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	c.served(key, local)
+	c.served(it, local)
 	n := v.(nilable)
 	if n.isNil {
 		return "", redis.Nil
@@ -222,11 +243,11 @@ func (c *HotCache) HGet(ctx context.Context, key, field string) (string, error) 
 
 // HGetAll is HGETALL, served locally while key is hot (the caller gets its own copy).
 func (c *HotCache) HGetAll(ctx context.Context, key string) (map[string]string, error) {
-	ttl, hot := c.hotTTL(key)
-	if !hot {
+	it, now, ttl := c.hot(key)
+	if it == nil {
 		return c.client.HGetAll(ctx, key).Result()
 	}
-	v, local, err := c.local.load("H:"+key, key, ttl, func() (any, int, error) {
+	v, local, err := c.local.load(cacheKey{op: 'H', key: key}, now, ttl, func() (any, int, error) {
 		m, err := c.client.HGetAll(ctx, key).Result()
 		size := 0
 		for f, val := range m {
@@ -237,7 +258,7 @@ func (c *HotCache) HGetAll(ctx context.Context, key string) (map[string]string, 
 	if err != nil {
 		return nil, err
 	}
-	c.served(key, local)
+	c.served(it, local)
 	src := v.(map[string]string)
 	out := make(map[string]string, len(src))
 	for f, val := range src {
@@ -286,11 +307,11 @@ func (c *HotCache) MGet(ctx context.Context, keys ...string) ([]any, error) {
 // Cached returns load()'s result, cached locally while key is hot (single-flight); when
 // key is cold load runs every time. Call Invalidate after the underlying data changes.
 func Cached[T any](ctx context.Context, c *HotCache, key string, load func(context.Context) (T, error)) (T, error) {
-	ttl, hot := c.hotTTL(key)
-	if !hot {
+	it, now, ttl := c.hot(key)
+	if it == nil {
 		return load(ctx)
 	}
-	v, local, err := c.local.load("c:"+key, key, ttl, func() (any, int, error) {
+	v, local, err := c.local.load(cacheKey{op: 'c', key: key}, now, ttl, func() (any, int, error) {
 		r, err := load(ctx)
 		return r, 64, err
 	})
@@ -298,7 +319,7 @@ func Cached[T any](ctx context.Context, c *HotCache, key string, load func(conte
 		var zero T
 		return zero, err
 	}
-	c.served(key, local)
+	c.served(it, local)
 	return v.(T), nil
 }
 

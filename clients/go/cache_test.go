@@ -216,3 +216,4 @@ func TestMissingKeyAndHashes(t *testing.T) {
 		t.Fatalf("a cold key must not be cached: %s", v3)
 	}
 }
+

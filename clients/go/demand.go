@@ -3,7 +3,6 @@ package hotkeyd
 import (
 	"context"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +23,6 @@ type DemandStats struct {
 // instance that announced each key, so the daemon keeps seeing the demand its
 // announcement moved off Redis (without it the key would cool and flap).
 type demandReporter struct {
-	mu       sync.Mutex
-	counts   map[Key]uint64
 	app      string
 	seq      int64
 	interval time.Duration
@@ -41,15 +38,8 @@ func newDemandReporter(client redis.UniversalClient, ns Namespace, hot *HotSet, 
 	if interval <= 0 {
 		interval = 250 * time.Millisecond
 	}
-	return &demandReporter{counts: map[Key]uint64{}, app: app, interval: interval, ns: ns, hot: hot,
+	return &demandReporter{app: app, interval: interval, ns: ns, hot: hot,
 		client: client, stop: make(chan struct{}), done: make(chan struct{})}
-}
-
-// record counts one locally served read (the only work on the read path).
-func (d *demandReporter) record(k Key) {
-	d.mu.Lock()
-	d.counts[k]++
-	d.mu.Unlock()
 }
 
 func (d *demandReporter) start() { go d.loop() }
@@ -82,21 +72,9 @@ type DemandCount struct {
 
 // flush sends one report per daemon instance with what was counted since the last one.
 func (d *demandReporter) flush() {
-	d.mu.Lock()
-	counts := d.counts
-	d.counts = make(map[Key]uint64, len(counts))
-	d.mu.Unlock()
-	if len(counts) == 0 {
+	reads := d.hot.takeServed()
+	if len(reads) == 0 {
 		return
-	}
-	reads := make([]DemandRead, 0, len(counts))
-	for k, n := range counts {
-		inst, ok := d.hot.Owner(k)
-		if !ok {
-			atomic.AddInt64(&d.stats.Dropped, int64(n)) // cooled meanwhile: nobody to tell
-			continue
-		}
-		reads = append(reads, DemandRead{Key: k, N: n, Instance: inst})
 	}
 	ts := float64(time.Now().UnixNano()) / 1e9
 	reports := BuildDemandReports(d.app, d.seq, ts, d.interval, reads)

@@ -2,6 +2,7 @@ package hotkeyd
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,16 +40,17 @@ func (r ApplyResult) String() string {
 type HotItem struct {
 	Entry   HotEntry
 	Expires float64 // monotonic seconds
+	owner   string  // the instance that most recently announced the key
+	served  atomic.Uint64
 }
 
 type instanceState struct {
-	seq     int64
-	hasSeq  bool
-	ts      float64
-	final   bool
-	seen    float64
-	keys    map[Key]float64
-	lastAnn map[Key]float64 // when this instance last announced the key (for demand routing)
+	seq    int64
+	hasSeq bool
+	ts     float64
+	final  bool
+	seen   float64
+	keys   map[Key]float64
 }
 
 // HotSetOptions bound the hot set and register listeners.
@@ -68,7 +70,6 @@ type HotSet struct {
 	mu        sync.RWMutex
 	o         HotSetOptions
 	items     map[Key]*HotItem
-	owner     map[Key]string // the instance that most recently announced the key
 	instances map[string]*instanceState
 	dropped   int64
 	forgotten int64
@@ -91,7 +92,7 @@ func NewHotSet(o HotSetOptions) *HotSet {
 	if o.MaxTTL <= 0 {
 		o.MaxTTL = 10 * time.Minute
 	}
-	return &HotSet{o: o, items: map[Key]*HotItem{}, owner: map[Key]string{}, instances: map[string]*instanceState{}}
+	return &HotSet{o: o, items: map[Key]*HotItem{}, instances: map[string]*instanceState{}}
 }
 
 // Get returns the entry of key if it is hot now.
@@ -110,9 +111,39 @@ func (s *HotSet) Get(k Key) (HotEntry, bool) {
 // Owner returns the daemon instance that most recently announced key.
 func (s *HotSet) Owner(k Key) (string, bool) {
 	s.mu.RLock()
-	o, ok := s.owner[k]
+	defer s.mu.RUnlock()
+	if it, ok := s.items[k]; ok {
+		return it.owner, true
+	}
+	return "", false
+}
+
+// item returns k's item if it is hot at now (the read path: one read lock, one lookup).
+func (s *HotSet) item(k Key, now float64) *HotItem {
+	s.mu.RLock()
+	it := s.items[k]
+	var exp float64
+	if it != nil {
+		exp = it.Expires
+	}
 	s.mu.RUnlock()
-	return o, ok
+	if it == nil || exp <= now {
+		return nil
+	}
+	return it
+}
+
+// takeServed collects and resets the locally served reads counted on every item.
+func (s *HotSet) takeServed() []DemandRead {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []DemandRead
+	for k, it := range s.items {
+		if n := it.served.Swap(0); n > 0 {
+			out = append(out, DemandRead{Key: k, N: n, Instance: it.owner})
+		}
+	}
+	return out
 }
 
 // Keys returns the keys hot now.
@@ -241,14 +272,13 @@ func (s *HotSet) Clear() {
 		cooled = append(cooled, k)
 	}
 	s.items = map[Key]*HotItem{}
-	s.owner = map[Key]string{}
 	s.instances = map[string]*instanceState{}
 	s.mu.Unlock()
 	s.notify(nil, cooled)
 }
 
 func newInstance() *instanceState {
-	return &instanceState{keys: map[Key]float64{}, lastAnn: map[Key]float64{}}
+	return &instanceState{keys: map[Key]float64{}}
 }
 
 func (s *HotSet) announce(name string, st *instanceState, msg Message, now float64, turned []HotEntry) []HotEntry {
@@ -266,7 +296,7 @@ func (s *HotSet) announce(name string, st *instanceState, msg Message, now float
 				s.dropped++
 				continue
 			}
-			s.items[k] = &HotItem{Entry: h, Expires: exp}
+			s.items[k] = &HotItem{Entry: h, Expires: exp, owner: name}
 			turned = append(turned, h)
 		} else {
 			it.Entry = h
@@ -274,10 +304,9 @@ func (s *HotSet) announce(name string, st *instanceState, msg Message, now float
 				exp = it.Expires
 			}
 			it.Expires = exp
+			it.owner = name
 		}
 		st.keys[k] = now + ttl
-		st.lastAnn[k] = now
-		s.owner[k] = name
 	}
 	return turned
 }
@@ -296,11 +325,10 @@ func (s *HotSet) withdraw(k Key, now float64, cooled []Key) []Key {
 	}
 	if best > now {
 		it.Expires = best
-		s.owner[k] = bestOwner
+		it.owner = bestOwner
 		return cooled
 	}
 	delete(s.items, k)
-	delete(s.owner, k)
 	return append(cooled, k)
 }
 

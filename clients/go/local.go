@@ -16,6 +16,16 @@ type CacheStats struct {
 
 const entryOverhead = 120 // bytes per entry: the struct, map slot and list element
 
+// cacheKey names one cached reply: the command (g GET, h HGET, H HGETALL, c cached()),
+// the Redis key and, for HGET, the field. A struct, so the read path allocates nothing.
+type cacheKey struct {
+	op    byte
+	key   string
+	field string
+}
+
+func (k cacheKey) String() string { return string(k.op) + "\x00" + k.field + "\x00" + k.key }
+
 type localEntry struct {
 	value   any
 	rkey    string
@@ -36,10 +46,10 @@ type flight struct {
 // golang-lru's simplelru is the LRU list (maintained, small, no goroutines); the byte
 // bound and the flights are ours, under one mutex.
 type localCache struct {
-	mu          sync.Mutex
-	lru         *simplelru.LRU[string, *localEntry]
-	byKey       map[string]map[string]struct{} // redis key bytes -> cache keys (GET, HGET field ...)
-	flights     map[string]*flight
+	mu          sync.RWMutex
+	lru         *simplelru.LRU[cacheKey, *localEntry]
+	byKey       map[string]map[cacheKey]struct{} // redis key bytes -> cached replies
+	flights     map[cacheKey]*flight
 	sf          singleflight.Group
 	bytes       int
 	maxBytes    int
@@ -51,14 +61,14 @@ type localCache struct {
 
 func newLocalCache(maxEntries, maxBytes int, staleFor, waitTimeout time.Duration, clock Clock) *localCache {
 	c := &localCache{
-		byKey: map[string]map[string]struct{}{}, flights: map[string]*flight{},
+		byKey: map[string]map[cacheKey]struct{}{}, flights: map[cacheKey]*flight{},
 		maxBytes: maxBytes, staleFor: staleFor.Seconds(), waitTimeout: waitTimeout, clock: clock,
 	}
-	c.lru, _ = simplelru.NewLRU[string, *localEntry](maxEntries, c.onEvict)
+	c.lru, _ = simplelru.NewLRU[cacheKey, *localEntry](maxEntries, c.onEvict)
 	return c
 }
 
-func (c *localCache) onEvict(ck string, e *localEntry) {
+func (c *localCache) onEvict(ck cacheKey, e *localEntry) {
 	c.bytes -= e.size
 	if set := c.byKey[e.rkey]; set != nil {
 		delete(set, ck)
@@ -70,24 +80,40 @@ func (c *localCache) onEvict(ck string, e *localEntry) {
 
 // load returns the cached value of ck (for Redis key rk), fetching it single-flight;
 // local is true when the value came from memory (a read Redis did not see).
-func (c *localCache) load(ck string, rk string, ttl float64, fetch func() (any, int, error)) (v any, local bool, err error) {
-	now := c.clock.Monotonic()
-	c.mu.Lock()
-	e, ok := c.lru.Get(ck)
+//
+// The hit path takes a read lock and Peeks (no recency update): entries live for one TTL
+// and are re-inserted on refresh, so insertion order is close to use order for hot keys.
+func (c *localCache) load(ck cacheKey, now, ttl float64, fetch func() (any, int, error)) (v any, local bool, err error) {
+	if v, ok := c.peek(ck, now); ok {
+		return v, true, nil
+	}
+	return c.fill(ck, ttl, fetch)
+}
+
+// peek is the hit path: a fresh copy, or a stale one while another caller refreshes it.
+// It allocates nothing; callers build the fetch closure only when it misses.
+func (c *localCache) peek(ck cacheKey, now float64) (any, bool) {
+	c.mu.RLock()
+	e, ok := c.lru.Peek(ck)
 	if ok && e.expires > now {
-		c.mu.Unlock()
+		c.mu.RUnlock()
 		atomic.AddInt64(&c.stats.Hits, 1)
-		return e.value, true, nil
+		return e.value, true
 	}
 	_, inflight := c.flights[ck]
+	c.mu.RUnlock()
 	if ok && inflight && now < e.expires+c.staleFor {
-		c.mu.Unlock()
 		atomic.AddInt64(&c.stats.StaleHits, 1)
-		return e.value, true, nil
+		return e.value, true
 	}
-	c.mu.Unlock()
+	return nil, false
+}
+
+// fill loads ck single-flight; local is true for callers that shared another's load.
+func (c *localCache) fill(ck cacheKey, ttl float64, fetch func() (any, int, error)) (v any, local bool, err error) {
 	atomic.AddInt64(&c.stats.Misses, 1)
-	ch := c.sf.DoChan(ck, func() (any, error) {
+	rk := ck.key
+	ch := c.sf.DoChan(ck.String(), func() (any, error) {
 		c.mu.Lock()
 		fl := &flight{rk: rk}
 		c.flights[ck] = fl
@@ -114,8 +140,8 @@ func (c *localCache) load(ck string, rk string, ttl float64, fetch func() (any, 
 	}
 }
 
-func (c *localCache) store(ck string, rk string, v any, size int, expires float64) {
-	size += entryOverhead + len(ck)
+func (c *localCache) store(ck cacheKey, rk string, v any, size int, expires float64) {
+	size += entryOverhead + len(ck.key) + len(ck.field)
 	if size > c.maxBytes/8 {
 		atomic.AddInt64(&c.stats.TooBig, 1)
 		return
@@ -127,7 +153,7 @@ func (c *localCache) store(ck string, rk string, v any, size int, expires float6
 	c.bytes += size
 	set := c.byKey[rk]
 	if set == nil {
-		set = map[string]struct{}{}
+		set = map[cacheKey]struct{}{}
 		c.byKey[rk] = set
 	}
 	set[ck] = struct{}{}
@@ -159,7 +185,7 @@ func (c *localCache) clear() {
 	c.mu.Lock()
 	c.lru.Purge()
 	c.bytes = 0
-	c.byKey = map[string]map[string]struct{}{}
+	c.byKey = map[string]map[cacheKey]struct{}{}
 	for _, fl := range c.flights {
 		fl.tainted = true
 	}
