@@ -22,11 +22,12 @@ from hotkeyd.wire import Namespace
 def test_async_and_thread_guards_share_records(
     redis_server: RedisServer, r: redis.Redis, ns: Namespace
 ) -> None:
-    sync = IdempotencyGuard(r, namespace=ns, lease=0.3, ttl=10)
+    sync = IdempotencyGuard(r, namespace=ns, lease=5, ttl=10)
 
     async def main() -> None:
         client = aioredis.Redis.from_url(redis_server.url)
-        guard = AsyncIdempotencyGuard(client, namespace=ns, lease=0.3, ttl=10)
+        guard = AsyncIdempotencyGuard(client, namespace=ns, lease=5, ttl=10)
+        short = AsyncIdempotencyGuard(client, namespace=ns, lease=0.3, ttl=10)
         b = await guard.begin("k", b"x")
         assert b.outcome is Outcome.NEW and b.lease is not None
         assert sync.begin("k", b"x").outcome is Outcome.IN_PROGRESS
@@ -37,15 +38,15 @@ def test_async_and_thread_guards_share_records(
         assert (await waiter).result == b"async result"
         assert sync.begin("k", b"x").result == b"async result"
         # takeover and fencing
-        old = (await guard.begin("k2", b"x")).lease
+        old = (await short.begin("k2", b"x")).lease
         await asyncio.sleep(0.4)
-        new = await guard.begin("k2", b"x")
+        new = await short.begin("k2", b"x")
         assert new.takeover and new.lease is not None and old is not None
         with pytest.raises(LeaseLostError):
-            await guard.complete(old, b"late")
-        await guard.extend(new.lease)
-        await guard.release(new.lease)
-        assert (await guard.begin("k2", b"x")).outcome is Outcome.NEW
+            await short.complete(old, b"late")
+        await short.extend(new.lease)
+        await short.release(new.lease)
+        assert (await short.begin("k2", b"x")).outcome is Outcome.NEW
         await client.aclose()
 
     asyncio.run(main())

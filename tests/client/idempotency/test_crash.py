@@ -75,7 +75,7 @@ def test_stalled_holder_is_fenced_when_it_wakes(
     redis_server: RedisServer, r: redis.Redis, ns: Namespace
 ) -> None:
     guard = IdempotencyGuard(r, namespace=ns, lease=LEASE, ttl=60)
-    p, _ = _start(redis_server.url, ns, pause=1.5)
+    p, _ = _start(redis_server.url, ns, pause=3.0)  # stopped long before it wakes
     os.kill(p.pid, signal.SIGSTOP)  # a GC pause, a frozen VM
     try:
         lease = _retry_until_new(guard)

@@ -14,6 +14,12 @@ from hotkeyd.wire import Namespace
 
 @pytest.fixture
 def guard(r: redis.Redis, ns: Namespace) -> IdempotencyGuard:
+    return IdempotencyGuard(r, namespace=ns, lease=5, ttl=10)
+
+
+@pytest.fixture
+def short(r: redis.Redis, ns: Namespace) -> IdempotencyGuard:
+    """A guard whose leases run out quickly (0.3 s)."""
     return IdempotencyGuard(r, namespace=ns, lease=0.3, ttl=10)
 
 
@@ -22,7 +28,7 @@ def test_new_then_in_progress_then_done(guard: IdempotencyGuard) -> None:
     assert b.outcome is Outcome.NEW and b.lease is not None and not b.takeover
     busy = guard.begin("order-1", b"body")
     assert busy.outcome is Outcome.IN_PROGRESS
-    assert 0 < busy.retry_after <= 0.3
+    assert 0 < busy.retry_after <= 5
     guard.complete(b.lease, b"\x00result\xff")
     done = guard.begin("order-1", b"body")
     assert done.outcome is Outcome.DONE
@@ -57,37 +63,37 @@ def test_release_lets_the_next_caller_run(guard: IdempotencyGuard) -> None:
         guard.complete(b.lease, b"stale holder")
 
 
-def test_expired_lease_is_taken_over_and_the_old_holder_is_fenced(guard: IdempotencyGuard) -> None:
-    old = guard.begin("k", b"x")
+def test_expired_lease_is_taken_over_and_the_old_holder_is_fenced(short: IdempotencyGuard) -> None:
+    old = short.begin("k", b"x")
     time.sleep(0.4)  # lease 0.3 s
-    new = guard.begin("k", b"x")
+    new = short.begin("k", b"x")
     assert new.outcome is Outcome.NEW and new.takeover
     assert old.lease is not None and new.lease is not None
     assert new.lease.token > old.lease.token
     with pytest.raises(LeaseLostError, match="took over"):
-        guard.complete(old.lease, b"late")
+        short.complete(old.lease, b"late")
     with pytest.raises(LeaseLostError):
-        guard.extend(old.lease)
-    guard.complete(new.lease, b"winner")
-    assert guard.begin("k", b"x").result == b"winner"
+        short.extend(old.lease)
+    short.complete(new.lease, b"winner")
+    assert short.begin("k", b"x").result == b"winner"
 
 
-def test_an_expired_lease_nobody_took_can_still_complete(guard: IdempotencyGuard) -> None:
-    b = guard.begin("k", b"x")
+def test_an_expired_lease_nobody_took_can_still_complete(short: IdempotencyGuard) -> None:
+    b = short.begin("k", b"x")
     time.sleep(0.4)
     assert b.lease is not None
-    guard.complete(b.lease, b"slow but alone")
-    assert guard.begin("k", b"x").result == b"slow but alone"
+    short.complete(b.lease, b"slow but alone")
+    assert short.begin("k", b"x").result == b"slow but alone"
 
 
-def test_extend_keeps_others_out(guard: IdempotencyGuard, r: redis.Redis) -> None:
-    b = guard.begin("k", b"x")
+def test_extend_keeps_others_out(short: IdempotencyGuard, r: redis.Redis) -> None:
+    b = short.begin("k", b"x")
     assert b.lease is not None
     for _ in range(3):
-        time.sleep(0.15)
-        guard.extend(b.lease, 0.3)
-    assert guard.begin("k", b"x").outcome is Outcome.IN_PROGRESS
-    guard.extend(b.lease, 60)  # longer than the TTL: the record lives as long
+        time.sleep(0.2)  # past most of the 0.3 s lease, but each extend renews it
+        short.extend(b.lease, 2.0)
+    assert short.begin("k", b"x").outcome is Outcome.IN_PROGRESS
+    short.extend(b.lease, 60)  # longer than the TTL: the record lives as long
     assert r.pttl(b.lease.record) > 50_000
 
 

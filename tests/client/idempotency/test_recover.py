@@ -18,7 +18,8 @@ def test_recover_completes_or_releases_by_the_callback(r: redis.Redis, ns: Names
     assert done is not None
     guard.complete(done, b"already done")
     time.sleep(0.3)  # every holder "died": leases ran out
-    running = guard.begin("order-5", b"x").lease  # a live holder: must be left alone
+    live = IdempotencyGuard(r, namespace=ns, lease=60, ttl=600)
+    running = live.begin("order-5", b"x").lease  # a live holder: must be left alone
     asked: list[str] = []
 
     def check(lease: Lease) -> bytes | None:
