@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -314,7 +315,9 @@ def test_top_and_watch_read_a_running_daemon(redis_server: RedisServer, unique: 
     assert len(lines) == 2 and any(h["key"] == "item:77" for m in lines for h in m["hot"])
 
 
-PUBLISHER_ACL = "+set +pexpire +zadd +zrem +zremrangebyscore +del +publish +multi +exec +ping"
+PUBLISHER_ACL = (
+    "+set +pexpire +zadd +zrem +zremrangebyscore +del +publish +subscribe +multi +exec +ping"
+)
 
 
 def test_publisher_runs_with_the_documented_minimal_acl_user(
@@ -337,6 +340,14 @@ def test_publisher_runs_with_the_documented_minimal_acl_user(
             instance = listener.messages[-1][1].instance
             assert admin.get(Namespace(ns).snapshot(instance)) is not None
             assert d.metric("hotkeyd_publish_failures_total") == 0
+            # the same user may SUBSCRIBE to the instance's demand reports
+            report = {"v": 1, "type": "demand", "app": "a", "seq": 1, "ts": 0,
+                      "interval_ms": 250, "entries": [{"key": "item:3", "n": 5}]}  # fmt: skip
+            deadline = time.monotonic() + 10
+            while d.metric("hotkeyd_demand_local_accesses_total") < 5:
+                assert time.monotonic() < deadline, "the demand intake never subscribed"
+                admin.publish(Namespace(ns).demand_channel(instance), json.dumps(report))
+                time.sleep(0.2)
             assert d.stop() == 0
     finally:
         listener.close()
