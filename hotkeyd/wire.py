@@ -32,8 +32,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from hotkeyd.errors import HotkeydError
 
@@ -50,6 +52,12 @@ __all__ = [
 ]
 
 WIRE_VERSION = 1
+MAX_SEQ = (1 << 63) - 1
+"""Largest ``seq`` (a signed 64-bit integer, so every language can hold it)."""
+MAX_TTL_MS = 86_400_000
+"""Largest ``ttl_ms`` on the wire (a day, the rules' cap); clients cap lower (``max_ttl``)."""
+_MAX_NAME = 256  # instance and rule names
+_KINDS = (None, "read", "write", "mixed")
 
 INSTANCE_MAX_AGE = 30.0
 """Seconds after its last heartbeat an instance counts as gone: readers skip it and the
@@ -84,6 +92,27 @@ def decode_key(obj: dict[str, Any]) -> bytes:
     raise WireError(f"unknown key encoding {enc!r}")
 
 
+def _int(obj: dict[str, Any], name: str, lo: int, hi: int, default: int | None = None) -> int:
+    v = obj.get(name, default)
+    if type(v) is not int or not lo <= v <= hi:  # bool is not an int here; no floats
+        raise WireError(f"{name} must be an integer in [{lo}, {hi}], got {v!r:.40}")
+    return v
+
+
+def _num(obj: dict[str, Any], name: str, default: float | None = None) -> float:
+    v = obj.get(name, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise WireError(f"{name} must be a finite number >= 0, got {v!r:.40}")
+    return float(v)
+
+
+def _name(obj: dict[str, Any], name: str, default: str | None = None) -> str:
+    v = obj.get(name, default)
+    if not isinstance(v, str) or len(v) > _MAX_NAME:
+        raise WireError(f"{name} must be a string of at most {_MAX_NAME} characters")
+    return v
+
+
 @dataclass(frozen=True, slots=True)
 class HotEntry:
     """A key that is hot (or still hot, when re-announced)."""
@@ -108,21 +137,22 @@ class HotEntry:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> HotEntry:
-        try:
-            return cls(
-                key=decode_key(obj),
-                rate=float(obj["rate"]),
-                rule=str(obj["rule"]),
-                ttl_ms=int(obj["ttl_ms"]),
-                since=float(obj.get("since", 0.0)),
-                db=int(obj.get("db", 0)),
-                kind=obj.get("kind"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, WireError):
-                raise
-            raise WireError(f"bad hot entry {obj!r}: {exc}") from exc
+    def from_json(cls, obj: Any) -> HotEntry:
+        """Validate and build an entry; :class:`WireError` on anything off the format."""
+        if not isinstance(obj, dict):
+            raise WireError(f"hot entry is not an object: {type(obj).__name__}")
+        kind = obj.get("kind")
+        if kind not in _KINDS:
+            raise WireError(f"kind must be read, write or mixed, got {kind!r:.40}")
+        return cls(
+            key=decode_key(obj),
+            rate=_num(obj, "rate"),
+            rule=_name(obj, "rule"),
+            ttl_ms=_int(obj, "ttl_ms", 0, MAX_TTL_MS),
+            since=_num(obj, "since", 0.0),
+            db=_int(obj, "db", 0, (1 << 31) - 1, 0),
+            kind=kind,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +171,15 @@ class CoolEntry:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> CoolEntry:
-        try:
-            return cls(key=decode_key(obj), rule=str(obj.get("rule", "")), db=int(obj.get("db", 0)))
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, WireError):
-                raise
-            raise WireError(f"bad cool entry {obj!r}: {exc}") from exc
+    def from_json(cls, obj: Any) -> CoolEntry:
+        """Validate and build an entry; :class:`WireError` on anything off the format."""
+        if not isinstance(obj, dict):
+            raise WireError(f"cool entry is not an object: {type(obj).__name__}")
+        return cls(
+            key=decode_key(obj),
+            rule=_name(obj, "rule", ""),
+            db=_int(obj, "db", 0, (1 << 31) - 1, 0),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +194,7 @@ class Message:
     full: bool = False
     final: bool = False
     top: tuple[dict[str, Any], ...] = field(default=())
+    skipped: int = field(default=0, compare=False)  # bad entries left out by loads()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -183,33 +216,77 @@ class Message:
         return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
-    def loads(cls, data: bytes | str) -> Message:
-        """Parse a notification; raises :class:`WireError` on anything malformed."""
+    def loads(cls, data: bytes | str, *, max_entries: int | None = None) -> Message:
+        """Parse and validate a notification or snapshot. Never raises anything else than
+        :class:`WireError`, whatever ``data`` holds (deep nesting, ``Infinity``, huge
+        numbers, wrong types).
+
+        The envelope (``v``, ``instance``, ``seq``, ``ts``, ``full``, ``final``, the
+        ``hot``/``cool`` lists) must be valid or the message is rejected. A bad *entry*
+        is left out and counted in ``skipped``, as are entries beyond ``max_entries``.
+        """
         try:
             obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise WireError(f"notification is not JSON: {exc}") from exc
+        except Exception as exc:  # ValueError, UnicodeDecodeError, RecursionError, ...
+            raise WireError(
+                f"notification is not JSON: {type(exc).__name__}: {exc}"[:200]
+            ) from None
         if not isinstance(obj, dict):
             raise WireError("notification is not a JSON object")
         if obj.get("v") != WIRE_VERSION:
             raise WireError(
-                f"unsupported wire version {obj.get('v')!r} (this client speaks {WIRE_VERSION})"
+                f"unsupported wire version {obj.get('v')!r:.20} (this client speaks {WIRE_VERSION})"
             )
+        instance = obj.get("instance")
+        if not isinstance(instance, str) or not 0 < len(instance) <= _MAX_NAME:
+            raise WireError(
+                f"instance must be a non-empty string of at most {_MAX_NAME} characters"
+            )
+        seq = _int(obj, "seq", 0, MAX_SEQ)
+        ts = _num(obj, "ts")
+        flags = [obj.get("full", False), obj.get("final", False)]
+        if not all(isinstance(f, bool) for f in flags):
+            raise WireError("full and final must be true or false")
+        lists = [obj.get("hot", []), obj.get("cool", []), obj.get("top", [])]
+        if not all(isinstance(x, list) for x in lists):
+            raise WireError("hot, cool and top must be lists")
+        hot_raw, cool_raw, top_raw = lists
+        skipped = 0
+        if max_entries is not None and len(hot_raw) + len(cool_raw) > max_entries:
+            skipped = len(hot_raw) + len(cool_raw) - max_entries
+            hot_raw = hot_raw[:max_entries]
+            cool_raw = cool_raw[: max_entries - len(hot_raw)]
+        hot, bad_hot = _entries(hot_raw, HotEntry.from_json)
+        cool, bad_cool = _entries(cool_raw, CoolEntry.from_json)
+        skipped += bad_hot + bad_cool
+        top = tuple(t for t in top_raw if isinstance(t, dict))
+        skipped += len(top_raw) - len(top)
+        return cls(
+            instance=instance,
+            seq=seq,
+            ts=ts,
+            hot=tuple(hot),
+            cool=tuple(cool),
+            full=flags[0],
+            final=flags[1],
+            top=top,
+            skipped=skipped,
+        )
+
+
+_E = TypeVar("_E")
+
+
+def _entries(raw: list[Any], parse: Callable[[Any], _E]) -> tuple[list[_E], int]:
+    """The entries of ``raw`` that ``parse`` accepts, and how many it rejected."""
+    out: list[_E] = []
+    bad = 0
+    for e in raw:
         try:
-            return cls(
-                instance=str(obj["instance"]),
-                seq=int(obj["seq"]),
-                ts=float(obj["ts"]),
-                hot=tuple(HotEntry.from_json(h) for h in obj.get("hot", [])),
-                cool=tuple(CoolEntry.from_json(c) for c in obj.get("cool", [])),
-                full=bool(obj.get("full", False)),
-                final=bool(obj.get("final", False)),
-                top=tuple(obj.get("top", ())),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, WireError):
-                raise
-            raise WireError(f"bad notification: {exc}") from exc
+            out.append(parse(e))
+        except WireError:
+            bad += 1
+    return out, bad
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from hotkeyd.auth import MessageAuth
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.snapshots import afetch_snapshots
 from hotkeyd.client.subscriber import SubscriberCore
@@ -49,6 +50,7 @@ class AsyncSubscriber(SubscriberCore):
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
+        auth: MessageAuth | None = None,
     ) -> None:
         super().__init__(
             hotset,
@@ -58,6 +60,7 @@ class AsyncSubscriber(SubscriberCore):
             backoff=backoff,
             expire_interval=expire_interval,
             resync_interval=resync_interval,
+            auth=auth,
         )
         self.client = client
         self._task: asyncio.Task[None] | None = None
@@ -107,6 +110,7 @@ class AsyncSubscriber(SubscriberCore):
             max_age=self.stale_after,
             instances=None if instance is None else [instance],
             on_bad=self.on_bad_snapshot,
+            auth=self.auth,
         )
         return list(snaps.values())
 

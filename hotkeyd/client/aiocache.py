@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar, cast
 
+from hotkeyd.auth import MessageAuth
 from hotkeyd.client.aio import AsyncSubscriber
 from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet
@@ -60,13 +61,14 @@ class AsyncHotCache:
         metrics: Any = None,
         report_demand: bool = True,
         report_interval: float = DEFAULT_INTERVAL,
+        auth: MessageAuth | None = None,
     ) -> None:
         self.client: Any = cast(
             Any, client
         )  # Any: the redis stubs lack asyncio RedisCluster commands
         self._owns_subscriber = subscriber is None
         if subscriber is None:
-            subscriber = AsyncSubscriber(client, namespace=namespace, clock=clock)
+            subscriber = AsyncSubscriber(client, namespace=namespace, clock=clock, auth=auth)
         self.subscriber = subscriber
         self.hotset: HotSet = subscriber.hotset
         self.clock = self.hotset.clock

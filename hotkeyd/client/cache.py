@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Literal, TypeVar
 
+from hotkeyd.auth import MessageAuth
 from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet
 from hotkeyd.client.invalidation import (
@@ -83,6 +84,8 @@ class HotCache:
         report_demand: report the reads served locally to the daemon (PUBLISH on
             ``client``); turn off only when nothing else must see them.
         report_interval: seconds between demand reports (0.25-0.5).
+        auth: verify the daemons' HMAC signatures (:class:`~hotkeyd.auth.MessageAuth`,
+            e.g. ``MessageAuth.from_env()``) and drop anything unsigned or forged.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class HotCache:
         metrics: Any = None,
         report_demand: bool = True,
         report_interval: float = DEFAULT_INTERVAL,
+        auth: MessageAuth | None = None,
     ) -> None:
         if broadcast not in ("always", "known"):
             raise ValueError(f"broadcast must be 'always' or 'known', got {broadcast!r}")
@@ -115,7 +119,7 @@ class HotCache:
         self._cluster = is_cluster(client)  # a cluster pipeline cannot PUBLISH
         self._owns_subscriber = subscriber is None
         if subscriber is None:
-            subscriber = Subscriber(client, namespace=namespace, clock=clock)
+            subscriber = Subscriber(client, namespace=namespace, clock=clock, auth=auth)
         self.subscriber = subscriber
         self.hotset: HotSet = subscriber.hotset
         self.namespace = subscriber.namespace

@@ -10,6 +10,14 @@ A key is hot while at least one instance announced it and its ``ttl_ms`` has not
 out since the last announcement: the daemon re-announces hot keys before their TTL,
 so a lost ``cool`` message or a dead daemon can only keep a key hot for one TTL.
 
+Everything on the channel is untrusted input (anyone allowed to PUBLISH there can write
+it), so the set bounds what a message can do: a TTL above ``max_ttl`` is cut to it, one
+instance holds at most ``max_keys_per_instance`` keys, the set at most ``max_keys``, at
+most ``max_instances`` instances are tracked (new ones are refused beyond that, not
+traded for a quadratic scan), and a ``seq`` more than ``max_seq_jump`` ahead of what
+was applied is a gap even in a ``full`` message, so the caller checks it against the
+snapshot before adopting it.
+
 This module does no I/O: whoever feeds it decides how to resync (see
 :class:`~hotkeyd.client.subscriber.Subscriber`), which keeps the sequence logic
 testable with a :class:`~hotkeyd.clock.ManualClock`.
@@ -17,6 +25,7 @@ testable with a :class:`~hotkeyd.clock.ManualClock`.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import threading
@@ -42,6 +51,7 @@ class ApplyResult(enum.Enum):
     APPLIED = "applied"
     STALE = "stale"  # seq already seen (duplicate, or covered by a newer snapshot)
     GAP = "gap"  # seq jumped (or unknown instance): caller should resync, then force
+    REFUSED = "refused"  # a new instance while ``max_instances`` are tracked
 
 
 @dataclass(slots=True)
@@ -84,6 +94,11 @@ class HotSet:
             oldest first beyond this bound (counted in :attr:`forgotten`); a forgotten
             instance's next message is a sequence gap, which resyncs from the snapshot.
         forget_idle: seconds after which a silent instance with no hot keys is forgotten.
+        max_ttl: longest time (s) one announcement keeps a key hot, whatever ``ttl_ms``
+            says (longer ones are cut and counted in :attr:`clamped`).
+        max_keys_per_instance: keys one instance may hold (more are dropped and counted).
+        max_seq_jump: a ``seq`` further ahead than this is a gap even in a ``full``
+            message (so it is checked against the snapshot, not adopted).
         on_hot: called with the entry when a key turns hot (not on re-announcements).
         on_cool: called with the key when it stops being hot (cool, full replace, TTL).
 
@@ -99,6 +114,9 @@ class HotSet:
         max_keys: int = 100_000,
         max_instances: int = 10_000,
         forget_idle: float = 300.0,
+        max_ttl: float = 60.0,
+        max_keys_per_instance: int = 10_000,
+        max_seq_jump: int = 1_000,
         on_hot: OnHot | None = None,
         on_cool: OnCool | None = None,
     ) -> None:
@@ -110,7 +128,13 @@ class HotSet:
         self.max_keys = max_keys
         self.max_instances = max_instances
         self.forget_idle = forget_idle
+        self.max_ttl_ms = max(1, int(max_ttl * 1000))
+        self.max_keys_per_instance = max_keys_per_instance
+        self.max_seq_jump = max_seq_jump
         self.forgotten = 0
+        self.clamped = 0
+        self.refused = 0
+        self._scanned_at = -1e9
         self._lock = threading.Lock()
         self._items: dict[bytes, HotItem] = {}  # mutated in place only: readers keep a reference
         self._instances: dict[str, _Instance] = {}
@@ -189,9 +213,19 @@ class HotSet:
         cooled: list[bytes] = []
         with self._lock:
             st = self._instances.get(msg.instance)
+            if st is None and not self._room_for_instance(now):
+                self.refused += 1
+                return ApplyResult.REFUSED
             if msg.full:
                 if st is not None and st.seq is not None and not _newer_full(st, msg):
                     return ApplyResult.STALE
+                if (
+                    st is not None
+                    and st.seq is not None
+                    and msg.seq > st.seq + self.max_seq_jump
+                    and not force
+                ):
+                    return ApplyResult.GAP
                 if st is None:
                     st = self._instances[msg.instance] = _Instance()
                 old = st.keys
@@ -213,8 +247,6 @@ class HotSet:
                     if st.keys.pop(c.key, None) is not None:
                         self._withdraw(c.key, now, cooled)
             st.seq, st.ts, st.final, st.seen = msg.seq, msg.ts, msg.final, now
-            if len(self._instances) > self.max_instances:
-                self._forget_instances(now, over_cap=True)
         self._notify(turned_hot, cooled)
         return ApplyResult.APPLIED
 
@@ -244,6 +276,19 @@ class HotSet:
         self._notify([], cooled)
         return len(cooled)
 
+    def _room_for_instance(self, now: float) -> bool:
+        """Whether a new instance may be tracked (lock held).
+
+        At the cap, idle keyless instances are forgotten -- but that scan runs at most
+        once a second, so a flood of forged instance ids costs linear time, not quadratic.
+        """
+        if len(self._instances) < self.max_instances:
+            return True
+        if now - self._scanned_at >= 1.0:
+            self._scanned_at = now
+            self._forget_instances(now, over_cap=True)
+        return len(self._instances) < self.max_instances
+
     def _forget_instances(self, now: float, *, over_cap: bool = False) -> None:
         """Drop instances that hold no keys and said goodbye or went quiet (bounded state).
 
@@ -258,7 +303,7 @@ class HotSet:
         ]
         if over_cap:
             idle.sort()
-            idle = idle[: max(0, len(self._instances) - self.max_instances)]
+            idle = idle[: max(1, len(self._instances) - self.max_instances + 1)]
         for _, name in idle:
             del self._instances[name]
         self.forgotten += len(idle)
@@ -276,6 +321,12 @@ class HotSet:
         self, st: _Instance, msg: Message, now: float, turned_hot: list[HotEntry]
     ) -> None:
         for h in msg.hot:
+            if h.ttl_ms > self.max_ttl_ms:
+                h = dataclasses.replace(h, ttl_ms=self.max_ttl_ms)
+                self.clamped += 1
+            if h.key not in st.keys and len(st.keys) >= self.max_keys_per_instance:
+                self.dropped += 1
+                continue
             exp = now + max(h.ttl_ms, 0) / 1000.0
             item = self._items.get(h.key)
             if item is None:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hotkeyd.auth import MessageAuth
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
 from hotkeyd.ratelog import RateLimitedLog
@@ -60,11 +61,18 @@ def _ids(members: Iterable[bytes | str]) -> list[str]:
     return [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in members]
 
 
-def _parse(ids: list[str], raws: Iterable[Any], on_bad: OnBad | None) -> dict[str, Message]:
+def _parse(
+    ids: list[str], raws: Iterable[Any], on_bad: OnBad | None, auth: MessageAuth | None = None
+) -> dict[str, Message]:
     out: dict[str, Message] = {}
     for instance, raw in zip(ids, raws, strict=True):
         if raw is None:  # expired: the instance died without cleaning up
             continue
+        if auth is not None:
+            raw = auth.verify(raw if isinstance(raw, bytes) else str(raw).encode("utf-8"))
+            if raw is None:
+                (on_bad or _log_bad)(instance, WireError("unsigned, or signed with another key"))
+                continue
         try:
             msg = Message.loads(raw)
         except WireError as exc:
@@ -108,8 +116,12 @@ def fetch_snapshots(
     max_age: float = DEFAULT_MAX_AGE,
     instances: list[str] | None = None,
     on_bad: OnBad | None = None,
+    auth: MessageAuth | None = None,
 ) -> dict[str, Message]:
     """The snapshot of every live instance (or of ``instances``), by instance id.
+
+    A snapshot that does not parse (or, with ``auth``, does not verify) is passed to
+    ``on_bad`` (logged by default) and left out, never fatal.
 
     Raises:
         UnreachableError, PublishError: Redis failed.
@@ -125,7 +137,7 @@ def fetch_snapshots(
         raws = client.mget([namespace.snapshot(i) for i in ids])
     except REDIS_ERRORS as exc:
         raise translate_redis_error(exc) from exc
-    return _parse(ids, raws, on_bad)
+    return _parse(ids, raws, on_bad, auth)
 
 
 async def alist_instances(
@@ -150,6 +162,7 @@ async def afetch_snapshots(
     max_age: float = DEFAULT_MAX_AGE,
     instances: list[str] | None = None,
     on_bad: OnBad | None = None,
+    auth: MessageAuth | None = None,
 ) -> dict[str, Message]:
     """:func:`fetch_snapshots` for ``redis.asyncio`` clients (plain or cluster)."""
     ids = (
@@ -163,7 +176,7 @@ async def afetch_snapshots(
         raws = await client.mget([namespace.snapshot(i) for i in ids])
     except REDIS_ERRORS as exc:
         raise translate_redis_error(exc) from exc
-    return _parse(ids, raws, on_bad)
+    return _parse(ids, raws, on_bad, auth)
 
 
 def read_snapshots(

@@ -10,6 +10,16 @@ while disconnected).
 A gap in one instance's ``seq`` (a lost message) triggers a resync of that instance
 from its snapshot; if the snapshot cannot close the gap either, the message is applied
 anyway and the TTLs heal whatever was missed (hot keys are re-announced within a TTL).
+
+The channel is untrusted input. Content never makes the subscriber reconnect or flush
+the caches: a message larger than ``max_message_bytes`` or off the format is counted
+(``bad_messages``) and dropped; a bad entry is left out and counted (``bad_entries``);
+a ``ts`` more than ``max_clock_skew`` seconds in the future, or a ``seq`` more than the
+hot set's ``max_seq_jump`` (1,000) ahead of the instance's snapshot (which the daemon
+writes before each message), is *suspect* (counted in ``suspect``, dropped): adopting it would mute the real daemon
+until it restarts.
+With ``auth`` (:class:`~hotkeyd.auth.MessageAuth`) only messages signed with the shared
+key are read at all (``unsigned`` counts the rest).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from typing import Any
 
 import redis
 
+from hotkeyd.auth import MessageAuth
 from hotkeyd.backoff import Backoff
 from hotkeyd.client.hotset import ApplyResult, HotSet
 from hotkeyd.client.snapshots import fetch_snapshots
@@ -53,6 +64,11 @@ class SubscriberStats:
     connects: int = 0
     reconnects: int = 0
     bad_messages: int = 0
+    bad_entries: int = 0
+    bad_snapshots: int = 0
+    suspect: int = 0
+    refused: int = 0
+    unsigned: int = 0
     invalidations: int = 0
 
 
@@ -73,6 +89,10 @@ class SubscriberCore:
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
+        max_message_bytes: int = 4 << 20,
+        max_entries: int = 10_000,
+        max_clock_skew: float = 300.0,
+        auth: MessageAuth | None = None,
     ) -> None:
         if clock is None:
             clock = hotset.clock if hotset is not None else SystemClock()
@@ -84,6 +104,10 @@ class SubscriberCore:
         self.backoff = Backoff(*backoff)
         self.expire_interval = expire_interval
         self.resync_interval = resync_interval
+        self.max_message_bytes = max_message_bytes
+        self.max_entries = max_entries
+        self.max_clock_skew = max_clock_skew
+        self.auth = auth
         self.connected = False
         self.stats = SubscriberStats()
         self.warn = RateLimitedLog(logger)
@@ -115,7 +139,7 @@ class SubscriberCore:
                 self.warn(logging.ERROR, "reset listener %r failed", fn, exc_info=True)
 
     def on_bad_snapshot(self, instance: str, exc: WireError) -> None:
-        self.stats.bad_messages += 1
+        self.stats.bad_snapshots += 1
         self.warn(logging.WARNING, "corrupt snapshot of instance %s: %s", instance, exc)
 
     def apply_snapshots(self, msgs: list[Message]) -> None:
@@ -124,13 +148,52 @@ class SubscriberCore:
             self.hotset.apply(m)
 
     def parse(self, data: Any) -> Message | None:
+        """Validate one message from the channel; None (counted, logged) if it is dropped."""
         self.stats.messages += 1
+        channel = self.namespace.channel
+        if not isinstance(data, (bytes, str)):
+            data = str(data)
+        if len(data) > self.max_message_bytes:
+            self.stats.bad_messages += 1
+            self.warn(
+                logging.WARNING,
+                "dropped a %d-byte message on %s (max_message_bytes %d)",
+                len(data),
+                channel,
+                self.max_message_bytes,
+            )
+            return None
+        if self.auth is not None:
+            body = self.auth.verify(data if isinstance(data, bytes) else data.encode("utf-8"))
+            if body is None:
+                self.stats.unsigned += 1
+                self.warn(logging.WARNING, "dropped an unsigned or forged message on %s", channel)
+                return None
+            data = body
         try:
-            return Message.loads(data)
+            msg = Message.loads(data, max_entries=self.max_entries)
         except WireError as exc:
             self.stats.bad_messages += 1
-            self.warn(logging.WARNING, "bad notification on %s: %s", self.namespace.channel, exc)
+            self.warn(logging.WARNING, "bad notification on %s: %s", channel, exc)
             return None
+        if msg.skipped:
+            self.stats.bad_entries += msg.skipped
+            self.warn(logging.WARNING, "bad entries left out of a message of %s", msg.instance)
+        if msg.ts > self.clock.time() + self.max_clock_skew:
+            self._suspect(msg, "its ts is in the future")
+            return None
+        return msg
+
+    def _suspect(self, msg: Message, why: str) -> None:
+        self.stats.suspect += 1
+        self.warn(
+            logging.WARNING,
+            "suspect message for instance %r ignored: %s (seq %d, ts %.0f); forged?",
+            msg.instance[:64],
+            why,
+            msg.seq,
+            msg.ts,
+        )
 
     def on_event(self, msg: Message) -> bool:
         """Apply ``msg``; True means: resync ``msg.instance``, then :meth:`after_resync`."""
@@ -144,6 +207,12 @@ class SubscriberCore:
 
     def after_resync(self, msg: Message, snapshots: list[Message]) -> None:
         self.apply_snapshots(snapshots)
+        snap = next((s for s in snapshots if s.instance == msg.instance), None)
+        if snap is not None and msg.seq > snap.seq + self.hotset.max_seq_jump:
+            # The daemon writes its snapshot before (in the same transaction as) each
+            # message, so a real message is never far ahead of the snapshot read after it.
+            self._suspect(msg, f"its seq is far ahead of the snapshot's ({snap.seq})")
+            return
         res = self.hotset.apply(msg)
         if res is ApplyResult.GAP:  # the snapshot lags too: accept, TTLs heal the rest
             self.stats.gaps_unrecovered += 1
@@ -162,6 +231,8 @@ class SubscriberCore:
     def _count(self, res: ApplyResult) -> None:
         if res is ApplyResult.APPLIED:
             self.stats.applied += 1
+        elif res is ApplyResult.REFUSED:
+            self.stats.refused += 1
         else:
             self.stats.stale += 1
 
@@ -193,6 +264,7 @@ class Subscriber(SubscriberCore):
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
+        auth: MessageAuth | None = None,
     ) -> None:
         super().__init__(
             hotset,
@@ -202,6 +274,7 @@ class Subscriber(SubscriberCore):
             backoff=backoff,
             expire_interval=expire_interval,
             resync_interval=resync_interval,
+            auth=auth,
         )
         self.client = client
         self._stop = threading.Event()
@@ -250,6 +323,7 @@ class Subscriber(SubscriberCore):
             max_age=self.stale_after,
             instances=None if instance is None else [instance],
             on_bad=self.on_bad_snapshot,
+            auth=self.auth,
         )
         return list(snaps.values())
 

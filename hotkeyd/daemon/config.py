@@ -82,6 +82,11 @@ class Settings:
         "carries the messages. Applications must use Namespace(sharded=True).",
     )
     instance: str | None = option(None, "Instance id [default: host-pid-random].")
+    auth_key_file: str | None = option(
+        None,
+        "Sign every message and snapshot with HMAC-SHA256 under the first key of this file "
+        "(one key per line, >= 16 bytes). HOTKEYD_AUTH_KEY holds one key instead of a file.",
+    )
     rules: str | None = option(None, "Rules TOML file (SIGHUP reloads).")
     window: float = same_setting("window")
     tick: float = same_setting("tick")

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from hotkeyd.auth import MessageAuth
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import make_sources
@@ -108,6 +109,11 @@ class Service:
                 clock=self.clock,
                 metrics=self.metrics,
                 heartbeat=settings.heartbeat,
+                auth=(
+                    MessageAuth.from_file(settings.auth_key_file)
+                    if settings.auth_key_file
+                    else MessageAuth.from_env()
+                ),
             )
         else:
             import sys

@@ -46,6 +46,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from hotkeyd.auth import MessageAuth
 from hotkeyd.backoff import Backoff
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.cluster import AnyRedis, is_cluster, publish_many
@@ -93,6 +94,7 @@ class RedisPublisher:
         backoff_base, backoff_cap: retry delays after a failure (seconds).
         log_interval: at most one failure log line per this many seconds.
         rng: jitter source (seed it in tests).
+        auth: sign every message and snapshot (:mod:`hotkeyd.auth`); unsigned when None.
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class RedisPublisher:
         top_limit: int = DEFAULT_TOP_LIMIT,
         log_interval: float = 10.0,
         rng: random.Random | None = None,
+        auth: MessageAuth | None = None,
     ) -> None:
         if heartbeat <= 0:
             raise ValueError(f"heartbeat must be > 0 seconds, got {heartbeat}")
@@ -153,6 +156,7 @@ class RedisPublisher:
         self._deadline = 0.0
         self._thread: threading.Thread | None = None
         self._snapshot_key = self.namespace.snapshot(self.instance)
+        self._sign: Callable[[bytes], bytes] = auth.sign if auth is not None else bytes
 
     # --- Publisher protocol
     @property
@@ -312,9 +316,9 @@ class RedisPublisher:
         client = self._client_or_connect()
         ns = self.namespace
         pipe = client.pipeline(transaction=True)
-        pipe.set(self._snapshot_key, snapshot.dumps(), px=int(self.expiry * 1000))
+        pipe.set(self._snapshot_key, self._sign(snapshot.dumps()), px=int(self.expiry * 1000))
         pipe.zadd(ns.instances, {self.instance: self._clock.time()})
-        payloads = [msg.dumps() for msg in batch]
+        payloads = [self._sign(msg.dumps()) for msg in batch]
         if is_cluster(client):  # a cluster transaction cannot PUBLISH: right after it
             pipe.execute()
             publish_many(client, ns.channel, payloads, sharded=ns.sharded)
@@ -340,7 +344,7 @@ class RedisPublisher:
         px = int(self.expiry * 1000)
         pipe = client.pipeline(transaction=True)
         if snap is not None:
-            pipe.set(self._snapshot_key, snap.dumps(), px=px, xx=True)
+            pipe.set(self._snapshot_key, self._sign(snap.dumps()), px=px, xx=True)
         else:
             pipe.pexpire(self._snapshot_key, px)
         now = self._clock.time()

@@ -149,7 +149,7 @@ def test_async_subscriber_bootstrap_live_and_gap(
 def test_ttl_expiry_uses_the_clock_passed_in(
     r: redis.Redis, ns: Namespace, daemon: FakeDaemon
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(epoch=time.time())  # the daemon stamps real time; a ts far ahead is suspect
     cooled: list[bytes] = []
     hotset = HotSet(clock, on_cool=cooled.append)
     daemon.write_snapshot()
