@@ -1,0 +1,121 @@
+"""Least-privilege Redis ACLs, one user per role (docs/wire-format.md), on Redis 7.
+
+Each role runs as a real process or SDK object with only its documented permissions and
+does its job; the test also checks what each role must *not* be able to do (above all:
+an application cannot publish events).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from hotkeyd.client import HotCache
+from hotkeyd.testing import RedisServer
+from tests.client.helpers import wait_until
+from tests.service.daemon import Daemon
+
+pytestmark = pytest.mark.integration
+
+P = "hotkeyd"
+ROLES = {
+    "daemon": f"resetchannels ~{{{P}}}:* &{P}:events &{P}:demand:* +set +pexpire +zadd +zrem "
+    "+zremrangebyscore +del +publish +subscribe +multi +exec +ping",
+    "app": f"resetchannels ~app:* %R~{{{P}}}:* +@read +@write +@connection -@pubsub +subscribe "
+    f"+ping &{P}:events &{P}:invalidate (+publish &{P}:invalidate &{P}:demand:*)",
+    "top": f"resetchannels %R~{{{P}}}:* +get +mget +zrevrangebyscore +zrangebyscore +ping",
+    "watch": f"resetchannels &{P}:events +subscribe +ping",
+}
+
+
+def _url(rs: RedisServer, user: str) -> str:
+    return f"redis://{user}:{user}-pw-0123456789@127.0.0.1:{rs.port}/0"
+
+
+def _noperm(fn: object) -> bool:
+    try:
+        fn()  # type: ignore[operator]
+    except redis.exceptions.NoPermissionError:
+        return True
+    except redis.exceptions.ResponseError as exc:
+        return "NOPERM" in str(exc)
+    return False
+
+
+def test_every_role_works_with_its_least_privilege_acl(redis_server: RedisServer) -> None:
+    admin = redis.Redis.from_url(redis_server.url)
+    for user, rules in ROLES.items():
+        admin.execute_command(
+            "ACL", "SETUSER", user, "on", f">{user}-pw-0123456789", *rules.split()
+        )
+    admin.set("app:item", b"v1")
+    with Daemon("--redis-url", _url(redis_server, "daemon"), "--window", "0.5") as d:
+        cache = HotCache.from_url(_url(redis_server, "app"), report_demand=True)
+        watch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hotkeyd",
+                "watch",
+                "--redis-url",
+                _url(redis_server, "watch"),
+                "--json",
+                "--count",
+                "1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            d.feed_rate({b"app:item": 3000.0}, seconds=1.5)
+            assert wait_until(lambda: b"app:item" in cache.hotset, timeout=10), d.stderr
+            assert cache.get("app:item") == b"v1"
+            cache.set("app:item", b"v2")  # publishes an invalidation: allowed
+            assert cache.get("app:item") == b"v2"
+            out, err = watch.communicate(timeout=20)
+            assert watch.returncode == 0, err
+            assert json.loads(out.splitlines()[0])["v"] == 1
+            top = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "hotkeyd",
+                    "top",
+                    "--redis-url",
+                    _url(redis_server, "top"),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert top.returncode == 0, top.stderr
+            assert any(h["key"] == "app:item" for h in json.loads(top.stdout)["hot"])
+            assert "NOPERM" not in d.stderr and "Traceback" not in d.stderr
+        finally:
+            if watch.poll() is None:
+                watch.kill()
+                watch.communicate()
+            cache.close()
+    # ... and what each must not do
+    app = redis.Redis.from_url(_url(redis_server, "app"))
+    top_c = redis.Redis.from_url(_url(redis_server, "top"))
+    watch_c = redis.Redis.from_url(_url(redis_server, "watch"))
+    daemon_c = redis.Redis.from_url(_url(redis_server, "daemon"))
+    forged = b'{"v":1,"instance":"x","seq":1,"ts":1,"hot":[],"cool":[]}'
+    assert _noperm(lambda: app.publish(f"{P}:events", forged))  # the point of it all
+    assert _noperm(lambda: app.set(f"{{{P}}}:snapshot:x", forged))
+    assert app.publish(f"{P}:demand:some-daemon", b"{}") == 0  # allowed
+    assert _noperm(lambda: top_c.publish(f"{P}:events", forged))
+    assert _noperm(lambda: top_c.set(f"{{{P}}}:snapshot:x", forged))
+    assert _noperm(lambda: watch_c.get(f"{{{P}}}:instances"))
+    assert _noperm(lambda: watch_c.publish(f"{P}:events", forged))
+    assert _noperm(lambda: daemon_c.get("app:item"))
+    assert _noperm(lambda: daemon_c.publish(f"{P}:invalidate", b"x"))
+    for c in (app, top_c, watch_c, daemon_c, admin):
+        c.close()
