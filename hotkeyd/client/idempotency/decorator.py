@@ -9,19 +9,22 @@ The first call runs the function and stores its JSON-encoded return value; a ret
 the same key returns the stored value (decoded) without running it; a call while the
 first is still running raises :class:`~hotkeyd.errors.IdempotencyInProgress`; the same
 key with a different fingerprint raises :class:`~hotkeyd.errors.IdempotencyMismatch`.
-An exception releases the key, so a retry runs the function again.
+An exception releases the key, so a retry runs the function again. ``async def``
+functions are guarded the same way with an ``AsyncIdempotencyGuard``.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
+from hotkeyd.client.idempotency.aioguard import AsyncIdempotencyGuard
 from hotkeyd.client.idempotency.core import Fingerprint
 from hotkeyd.client.idempotency.guard import IdempotencyGuard
-from hotkeyd.client.idempotency.outcome import Begin, Outcome
+from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
 from hotkeyd.errors import IdempotencyInProgress, IdempotencyMismatch
 
 __all__ = ["idempotent"]
@@ -48,7 +51,7 @@ def _refuse(b: Begin, key: str) -> None:
 
 
 def idempotent(
-    guard: IdempotencyGuard,
+    guard: IdempotencyGuard | AsyncIdempotencyGuard,
     *,
     key: Callable[..., str],
     fingerprint: Callable[..., Fingerprint] | None = None,
@@ -59,7 +62,8 @@ def idempotent(
     """Make a function run once per idempotency key.
 
     Args:
-        guard: the :class:`IdempotencyGuard`.
+        guard: an :class:`IdempotencyGuard`, or an :class:`AsyncIdempotencyGuard` for an
+            ``async def`` function.
         key: builds the key from the call's arguments (e.g. with ``operation_key``).
         fingerprint: builds the request fingerprint from the arguments; default: the
             JSON of all arguments, so reusing a key with other arguments is a mismatch.
@@ -73,23 +77,65 @@ def idempotent(
     fp_of = fingerprint or default_fp
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        if inspect.iscoroutinefunction(fn):
+            if not isinstance(guard, AsyncIdempotencyGuard):
+                raise TypeError("an async function needs an AsyncIdempotencyGuard")
+            return _wrap_async(fn, guard, key, fp_of, wait, encode, decode)  # type: ignore[return-value]
+        if not isinstance(guard, IdempotencyGuard):
+            raise TypeError("a plain function needs an IdempotencyGuard")
+        sync_guard = guard
+
         @functools.wraps(fn)
         def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
             k = key(*args, **kwargs)
-            b = guard.begin(k, fp_of(*args, **kwargs), wait=wait)
-            if b.outcome is Outcome.DONE:
+            b = sync_guard.begin(k, fp_of(*args, **kwargs), wait=wait)
+            lease = _lease_or_replay(b, k)
+            if lease is None:
                 return decode(b.result or b"")
-            if b.lease is None:
-                _refuse(b, k)
-            assert b.lease is not None
             try:
                 value = fn(*args, **kwargs)
             except BaseException:
-                guard.abandon(b.lease)
+                sync_guard.abandon(lease)
                 raise
-            guard.complete(b.lease, encode(value))
+            sync_guard.complete(lease, encode(value))
             return value
 
         return guarded
 
     return wrap
+
+
+def _lease_or_replay(b: Begin, key: str) -> Lease | None:
+    """The lease to run with, None to replay ``b.result``; raises for 409/422 cases."""
+    if b.outcome is Outcome.DONE:
+        return None
+    if b.lease is None:
+        _refuse(b, key)
+    return b.lease
+
+
+def _wrap_async(
+    fn: Callable[..., Awaitable[Any]],
+    guard: AsyncIdempotencyGuard,
+    key: Callable[..., str],
+    fp_of: Callable[..., Fingerprint],
+    wait: float,
+    encode: Callable[[Any], bytes],
+    decode: Callable[[bytes], Any],
+) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(fn)
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        k = key(*args, **kwargs)
+        b = await guard.begin(k, fp_of(*args, **kwargs), wait=wait)
+        lease = _lease_or_replay(b, k)
+        if lease is None:
+            return decode(b.result or b"")
+        try:
+            value = await fn(*args, **kwargs)
+        except BaseException:
+            await guard.abandon(lease)
+            raise
+        await guard.complete(lease, encode(value))
+        return value
+
+    return guarded

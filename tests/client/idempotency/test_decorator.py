@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
-from hotkeyd.client.idempotency import IdempotencyGuard, idempotent, operation_key
+from hotkeyd.client.idempotency import (
+    AsyncIdempotencyGuard,
+    IdempotencyGuard,
+    idempotent,
+    operation_key,
+)
 from hotkeyd.errors import IdempotencyInProgress, IdempotencyMismatch
+from hotkeyd.testing import RedisServer
 from hotkeyd.wire import Namespace
 
 
@@ -56,3 +64,33 @@ def test_exception_releases_and_concurrent_call_is_in_progress(
     gate.set()
     t.join()
     assert job(1) == 2 and len(attempts) == 2
+
+
+def test_async_function_with_the_async_guard(redis_server: RedisServer, ns: Namespace) -> None:
+    calls: list[int] = []
+
+    async def main() -> None:
+        client = aioredis.Redis.from_url(redis_server.url)
+        guard = AsyncIdempotencyGuard(client, namespace=ns, lease=5, ttl=60)
+
+        @idempotent(guard, key=lambda n: f"job-{n}")
+        async def job(n: int) -> list[int]:
+            calls.append(n)
+            await asyncio.sleep(0.2)
+            return [n, n * 2]
+
+        results = await asyncio.gather(job(3), job(3), return_exceptions=True)
+        assert [3, 6] in results  # one of them ran (either may win the race)
+        assert any(isinstance(x, IdempotencyInProgress) for x in results)
+        assert await job(3) == [3, 6]
+        assert calls == [3]
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_guard_kind_must_match_the_function(r: redis.Redis) -> None:
+    with pytest.raises(TypeError, match="AsyncIdempotencyGuard"):
+
+        @idempotent(IdempotencyGuard(r), key=lambda: "k")
+        async def job() -> None: ...
