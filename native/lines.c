@@ -4,12 +4,11 @@
 
 #include <string.h>
 
-void sk_feed_lines(sk_sketch *s, const unsigned char *buf, size_t len, int counted,
+void sk_feed_lines(sk_sketch *s, sk_agg *agg, const unsigned char *buf, size_t len, int counted,
                    sk_lines_result *out) {
     const unsigned char *p = buf, *end = buf + len;
     const size_t maxlen = s->max_key_len;
-    sk_agg agg; /* per-call scratch on the stack (~13 KiB), not sketch state */
-    sk_agg_init(&agg);
+    sk_agg_init(agg);
     while (p < end) {
         const unsigned char *nl = (const unsigned char *)memchr(p, '\n', (size_t)(end - p));
         const unsigned char *le = nl ? nl : end;
@@ -52,11 +51,11 @@ void sk_feed_lines(sk_sketch *s, const unsigned char *buf, size_t len, int count
                     out->oversized++;
                 } else {
                     out->events += count;
-                    sk_agg_add(s, &agg, p, n, count);
+                    sk_agg_add(s, agg, p, n, count);
                 }
             }
         }
         p = nl ? nl + 1 : end;
     }
-    sk_agg_flush(s, &agg);
+    sk_agg_flush(s, agg);
 }

@@ -73,8 +73,8 @@ typedef struct sk_sketch {
 /* Batch pre-aggregation: repeated keys of a batch are summed (first-occurrence order,
  * saturating) and applied as one weighted update each, in rounds of at most SK_AGG_CAP
  * distinct keys. Key bytes are borrowed from the caller until sk_agg_flush. */
-#define SK_AGG_CAP 512u
-#define SK_AGG_SLOTS 1024u
+#define SK_AGG_CAP 4096u
+#define SK_AGG_SLOTS 8192u
 typedef struct {
     const unsigned char *key;
     uint32_t len, hash, count;
@@ -99,11 +99,19 @@ void sk_clear(sk_sketch *s);
 
 /* len must be <= max_key_len (callers check). */
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count);
+uint32_t sk_hash(const sk_sketch *s, const void *key, size_t len);
 void sk_agg_init(sk_agg *a);
 /* Add one event to the round (flushes first when the round is full). */
 void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t count);
 /* Apply the round's keys in first-occurrence order and empty it. */
 void sk_agg_flush(sk_sketch *s, sk_agg *a);
+/* Two-phase form (update_many: validate and aggregate everything, then apply):
+ * sk_agg_push returns 1 without adding when the round is full and the key is new;
+ * sk_agg_drain copies the round to out (returns how many) and empties it;
+ * sk_apply applies drained entries in order. Same result as sk_agg_add/flush. */
+int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t count);
+uint32_t sk_agg_drain(sk_agg *a, sk_agg_entry *out);
+void sk_apply(sk_sketch *s, const sk_agg_entry *e, size_t n);
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len);
 /* factor_fp = floor(factor * 2^32), in [0, 2^32]; counters become floor(c * factor_fp / 2^32). */
 void sk_decay(sk_sketch *s, uint64_t factor_fp);

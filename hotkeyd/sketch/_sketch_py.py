@@ -47,7 +47,7 @@ OVERHEAD = 256
 ENTRY_COST = 24
 KEY_RESERVE_AVG = 32  # key bytes per entry when only width= is given
 KEY_SHARE = 4  # default key store: memory // KEY_SHARE, capped at k * max_key_len
-AGG_CAP = 512  # distinct keys per pre-aggregation round (SK_AGG_CAP in C)
+AGG_CAP = 4096  # distinct keys per pre-aggregation round (SK_AGG_CAP in C)
 DEFAULT_MEMORY = 65536
 DEFAULT_DEPTH = {KIND_HEAVYKEEPER: 2, KIND_COUNTMIN: 4}
 HK_SLOTS = 2  # slots per HeavyKeeper bucket (SK_HK_SLOTS in C)

@@ -38,7 +38,13 @@ def ids(zipf: Any) -> list[int]:
     return [int(i) for i in zipf.zipf_ids(EVENTS, UNIVERSE, 1.0, seed=1).tolist()]
 
 
+_STREAMS: dict[int | None, list[bytes]] = {}
+
+
 def _stream(ids: list[int], length: int | None) -> list[bytes]:
+    """The stream with keys of ``length`` bytes (None: mixed); cached per module run."""
+    if length in _STREAMS:
+        return _STREAMS[length]
     cache: dict[int, bytes] = {}
     out = []
     for i in ids:
@@ -46,12 +52,20 @@ def _stream(ids: list[int], length: int | None) -> list[bytes]:
         if key is None:
             key = cache[i] = _pad(i, _mixed_len(i) if length is None else length)
         out.append(key)
+    _STREAMS[length] = out
     return out
 
 
+_TRUTH: dict[int, tuple[Counter[bytes], set[bytes]]] = {}
+
+
 def _precision(sk: Any, keys: list[bytes]) -> float:
-    counts = Counter(keys)
-    truth = {k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:K]}
+    got = _TRUTH.get(id(keys))
+    if got is None:
+        counts = Counter(keys)
+        top_keys = {k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:K]}
+        got = _TRUTH[id(keys)] = (counts, top_keys)
+    counts, truth = got
     top = sk.topk()
     assert all(c <= counts[k] for k, c in top)  # HeavyKeeper never overcounts
     return len({k for k, _ in top} & truth) / K
@@ -65,19 +79,26 @@ def _precision(sk: Any, keys: list[bytes]) -> float:
 def test_precision_does_not_depend_on_key_length(
     native_mod: Any, ids: list[int], length: int | None, memory: int
 ) -> None:
-    """k keys of that length fit in the default share (memory / 4): same precision as 12 B."""
-    short = native_mod.HeavyKeeper(k=K, memory=memory, seed=0)
-    short.update_many(_stream(ids, 12))
-    sk = native_mod.HeavyKeeper(k=K, memory=memory, seed=0)
-    keys = _stream(ids, length)
-    sk.update_many(keys)
-    assert sk.nbytes <= memory
-    assert sk.key_bytes == memory // 4
-    assert len(sk) == K
-    assert sk.space_evictions == 0
-    p = _precision(sk, keys)
-    assert p >= _precision(short, _stream(ids, 12)) - 0.01
-    assert p >= (0.99 if memory >= 65536 else 0.95)
+    """k keys of that length fit in the default share (memory / 4): same precision as 12 B.
+
+    Mean over three sketch seeds (which keys collide changes with the key bytes, and at
+    16 KiB that alone moves precision@100 by a few hundredths)."""
+    keys, short_keys = _stream(ids, length), _stream(ids, 12)
+    got, base = [], []
+    for seed in (0, 1, 2):
+        short = native_mod.HeavyKeeper(k=K, memory=memory, seed=seed)
+        short.update_many(short_keys)
+        base.append(_precision(short, short_keys))
+        sk = native_mod.HeavyKeeper(k=K, memory=memory, seed=seed)
+        sk.update_many(keys)
+        assert sk.nbytes <= memory
+        assert sk.key_bytes == memory // 4
+        assert len(sk) == K
+        assert sk.space_evictions == 0
+        got.append(_precision(sk, keys))
+    p, p12 = sum(got) / 3, sum(base) / 3
+    assert p >= p12 - (0.01 if memory >= 65536 else 0.02), (got, base)
+    assert p >= (0.99 if memory >= 65536 else 0.95), got
 
 
 @pytest.mark.skipif(PURE, reason="1M-key stream: the twin is checked by the parity tests")
