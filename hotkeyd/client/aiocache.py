@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 from hotkeyd.auth import MessageAuth
 from hotkeyd.client.aio import AsyncSubscriber
 from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStats
-from hotkeyd.client.hotset import HotItem, HotSet
+from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
 from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.clock import Clock
@@ -82,6 +82,8 @@ class AsyncHotCache:
         self._cluster = is_cluster(client)  # a cluster pipeline cannot PUBLISH
         self._publish_cmd = publish_command(subscriber.namespace.sharded)
         self._hot = self.hotset.items
+        # db 0 looks keys up by their bytes, other dbs by (key, db): see hotset.ident
+        self._hot_get = hot_lookup(self._hot, self._db)
         self._demand: AsyncDemandReporter | None = None
         if report_demand:
             counter = DemandCounter(
@@ -146,21 +148,21 @@ class AsyncHotCache:
     # -------------------------------------------------------------------- reads
     async def get(self, name: Any) -> Any:
         k = name if name.__class__ is bytes else key_bytes(name)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         if item is None:
             return await self.client.get(name)
         return await self._hot_read(item, ("g", k), k, "GET", name)
 
     async def hget(self, name: Any, key: Any) -> Any:
         k = name if name.__class__ is bytes else key_bytes(name)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         if item is None:
             return await self.client.hget(name, key)
         return await self._hot_read(item, ("h", k, key_bytes(key)), k, "HGET", name, key)
 
     async def hgetall(self, name: Any) -> Any:
         k = name if name.__class__ is bytes else key_bytes(name)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         if item is None:
             return await self.client.hgetall(name)
         return dict(await self._hot_read(item, ("H", k), k, "HGETALL", name))
@@ -170,7 +172,7 @@ class AsyncHotCache:
     ) -> T:
         """``await loader()`` cached while ``key`` is hot, single-flight."""
         k = key if key.__class__ is bytes else key_bytes(key)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         if item is None or item.expires <= self.clock.monotonic():
             return await loader()
         result: T = await self._counted(

@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeVar
 
 from hotkeyd.auth import MessageAuth
 from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
-from hotkeyd.client.hotset import HotItem, HotSet
+from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
 from hotkeyd.client.invalidation import (
     ServerTracking,
     TrackingMode,
@@ -133,6 +133,8 @@ class HotCache:
         self._channel = self.namespace.invalidate_channel
         self._publish_cmd = publish_command(self.namespace.sharded)
         self._hot = self.hotset.items  # live dict: the one membership check of a cold read
+        # db 0 looks keys up by their bytes, other dbs by (key, db): see hotset.ident
+        self._hot_get = hot_lookup(self._hot, self._db)
         self._demand: DemandReporter | None = None
         if report_demand:
             counter = DemandCounter(
@@ -224,7 +226,7 @@ class HotCache:
     def get(self, name: Any) -> Any:
         """GET; served locally while ``name`` is hot."""
         k = name if name.__class__ is bytes else key_bytes(name)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         if item is None:
             return self.client.get(name)
         return self._hot_read(item, ("g", k), k, "GET", name)
@@ -232,7 +234,7 @@ class HotCache:
     def hget(self, name: Any, key: Any) -> Any:
         """HGET; served locally while ``name`` is hot."""
         k = name if name.__class__ is bytes else key_bytes(name)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         if item is None:
             return self.client.hget(name, key)
         return self._hot_read(item, ("h", k, key_bytes(key)), k, "HGET", name, key)
@@ -240,7 +242,7 @@ class HotCache:
     def hgetall(self, name: Any) -> Any:
         """HGETALL; served locally while ``name`` is hot (a copy of the dict)."""
         k = name if name.__class__ is bytes else key_bytes(name)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         if item is None:
             return self.client.hgetall(name)
         return dict(self._hot_read(item, ("H", k), k, "HGETALL", name))
@@ -251,7 +253,7 @@ class HotCache:
         Invalidate it after the underlying data changes with :meth:`invalidate`.
         """
         k = key if key.__class__ is bytes else key_bytes(key)
-        item = self._hot.get(k)
+        item = self._hot_get(k)
         now = self.clock.monotonic()
         if item is None or item.expires <= now:
             return loader()  # cold: no caching, no db check (the loader is not Redis)

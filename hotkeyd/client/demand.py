@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hotkeyd.client.hotset import HotItem, HotSet
+from hotkeyd.client.hotset import HotItem, HotSet, Ident
 from hotkeyd.clock import Clock
 from hotkeyd.demand import (
     DEFAULT_INTERVAL,
@@ -119,13 +119,13 @@ class DemandCounter:
         self.stats = DemandStats()
         self._warn = RateLimitedLog(logger)
         self._items = hotset.items
-        self._last: dict[bytes, tuple[HotItem, int]] = {}
+        self._last: dict[Ident, tuple[HotItem, int]] = {}
         self.next_seq = 1  # per app, +1 per message to any instance
 
     def take(self) -> list[Outgoing]:
         """Collect the increases since the last call and build one message per instance."""
         last = self._last
-        fresh: dict[bytes, tuple[HotItem, int]] = {}
+        fresh: dict[Ident, tuple[HotItem, int]] = {}
         per: dict[str, list[DemandEntry]] = {}
         for key, item in list(self._items.items()):
             served = item.served
@@ -134,7 +134,9 @@ class DemandCounter:
             fresh[key] = (item, served)
             n = served - base
             if n > 0 and item.instance:
-                per.setdefault(item.instance, []).append(DemandEntry(key, n, item.entry.db))
+                per.setdefault(item.instance, []).append(
+                    DemandEntry(item.entry.key, n, item.entry.db)
+                )
         self._last = fresh
         return [self.message(inst, entries) for inst, entries in per.items()]
 

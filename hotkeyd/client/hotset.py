@@ -6,6 +6,10 @@ the keys that instance announced, and merges them into one mapping ``key -> HotI
 that readers consult lock-free (a dict lookup is atomic under the GIL). Writers
 (the subscriber thread or task) go through :meth:`HotSet.apply` under a lock.
 
+A key is identified by its bytes and its Redis db (the same name in two dbs is two
+keys): the live mapping is keyed by :func:`ident`, the key bytes for db 0 (so the
+common lookup stays one dict probe on bytes) and ``(key, db)`` for other dbs.
+
 A key is hot while at least one instance announced it and its ``ttl_ms`` has not run
 out since the last announcement: the daemon re-announces hot keys before their TTL,
 so a lost ``cool`` message or a dead daemon can only keep a key hot for one TTL.
@@ -37,12 +41,29 @@ from typing import Any
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.wire import HotEntry, Message
 
-__all__ = ["ApplyResult", "HotItem", "HotSet"]
+__all__ = ["ApplyResult", "HotItem", "HotSet", "Ident", "hot_lookup", "ident"]
 
 logger = logging.getLogger(__name__)
 
 OnHot = Callable[[HotEntry], object]
 OnCool = Callable[[bytes], object]
+Ident = bytes | tuple[bytes, int]
+
+
+def ident(key: bytes, db: int = 0) -> Ident:
+    """The hot set's identity of ``key`` in ``db``: the bytes for db 0, else ``(key, db)``."""
+    return key if db == 0 else (key, db)
+
+
+def hot_lookup(items: Mapping[Ident, HotItem], db: int) -> Callable[[bytes], HotItem | None]:
+    """``key -> HotItem | None`` over :attr:`HotSet.items` for a client of ``db`` (lock-free)."""
+    if db == 0:
+        return items.get
+    return lambda key: items.get((key, db))
+
+
+def _key_of(i: Ident) -> bytes:
+    return i if isinstance(i, bytes) else i[0]
 
 
 class ApplyResult(enum.Enum):
@@ -79,7 +100,7 @@ class _Instance:
     ts: float = 0.0
     final: bool = False
     seen: float = 0.0  # monotonic time of its last message
-    keys: dict[bytes, float] = field(default_factory=dict)  # key -> monotonic expiry
+    keys: dict[Ident, float] = field(default_factory=dict)  # ident -> monotonic expiry
 
 
 class HotSet:
@@ -100,7 +121,8 @@ class HotSet:
         max_seq_jump: a ``seq`` further ahead than this is a gap even in a ``full``
             message (so it is checked against the snapshot, not adopted).
         on_hot: called with the entry when a key turns hot (not on re-announcements).
-        on_cool: called with the key when it stops being hot (cool, full replace, TTL).
+        on_cool: called with the key bytes when it stops being hot in some db (cool,
+            full replace, TTL).
 
     Callbacks run on the feeding thread, after the lock is released; an exception in a
     callback is logged (rate-limited) and swallowed so one bad callback cannot stop
@@ -136,7 +158,7 @@ class HotSet:
         self.refused = 0
         self._scanned_at = -1e9
         self._lock = threading.Lock()
-        self._items: dict[bytes, HotItem] = {}  # mutated in place only: readers keep a reference
+        self._items: dict[Ident, HotItem] = {}  # mutated in place only: readers keep a reference
         self._instances: dict[str, _Instance] = {}
         self._on_hot: list[OnHot] = [on_hot] if on_hot else []
         self._on_cool: list[OnCool] = [on_cool] if on_cool else []
@@ -149,31 +171,41 @@ class HotSet:
 
     # ----------------------------------------------------------------- readers
     @property
-    def items(self) -> Mapping[bytes, HotItem]:
-        """Live read-only view ``key -> HotItem`` for lock-free membership checks.
+    def items(self) -> Mapping[Ident, HotItem]:
+        """Live read-only view ``ident(key, db) -> HotItem`` for lock-free membership checks.
 
         Entries past ``expires`` may linger until the next :meth:`expire`; check
         ``item.expires`` (or use :meth:`get`) when that matters.
         """
         return self._items
 
-    def get(self, key: bytes) -> HotEntry | None:
-        """Return the entry of ``key`` if it is hot now, else None."""
-        item = self._items.get(key)
+    def get(self, key: bytes, db: int = 0) -> HotEntry | None:
+        """Return the entry of ``key`` in ``db`` if it is hot now, else None."""
+        item = self._items.get(key if db == 0 else (key, db))
         if item is None or item.expires <= self.clock.monotonic():
             return None
         return item.entry
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, bytes) and self.get(key) is not None
+        """``key in hot_set``: the bytes of a db-0 key, or ``(key, db)``."""
+        if isinstance(key, bytes):
+            return self.get(key) is not None
+        if isinstance(key, tuple) and len(key) == 2:
+            k, db = key
+            return isinstance(k, bytes) and isinstance(db, int) and self.get(k, db) is not None
+        return False
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def keys(self) -> list[bytes]:
-        """Keys hot now (a copy)."""
+    def keys(self, db: int = 0) -> list[bytes]:
+        """Keys of ``db`` hot now (a copy)."""
         now = self.clock.monotonic()
-        return [k for k, it in list(self._items.items()) if it.expires > now]
+        return [
+            it.entry.key
+            for it in list(self._items.values())
+            if it.expires > now and it.entry.db == db
+        ]
 
     def last_seq(self, instance: str) -> int | None:
         """Last applied sequence number of ``instance`` (None if unknown)."""
@@ -210,7 +242,7 @@ class HotSet:
         """
         now = self.clock.monotonic()
         turned_hot: list[HotEntry] = []
-        cooled: list[bytes] = []
+        cooled: list[Ident] = []
         with self._lock:
             st = self._instances.get(msg.instance)
             if st is None and not self._room_for_instance(now):
@@ -244,8 +276,9 @@ class HotSet:
                     st = self._instances[msg.instance] = _Instance()
                 self._announce(st, msg, now, turned_hot)
                 for c in msg.cool:
-                    if st.keys.pop(c.key, None) is not None:
-                        self._withdraw(c.key, now, cooled)
+                    i = ident(c.key, c.db)
+                    if st.keys.pop(i, None) is not None:
+                        self._withdraw(i, now, cooled)
             st.seq, st.ts, st.final, st.seen = msg.seq, msg.ts, msg.final, now
         self._notify(turned_hot, cooled)
         return ApplyResult.APPLIED
@@ -263,7 +296,7 @@ class HotSet:
     def expire(self) -> int:
         """Remove keys whose TTL passed; returns how many cooled. Call periodically."""
         now = self.clock.monotonic()
-        cooled: list[bytes] = []
+        cooled: list[Ident] = []
         with self._lock:
             for st in self._instances.values():
                 dead = [k for k, exp in st.keys.items() if exp <= now]
@@ -324,24 +357,25 @@ class HotSet:
             if h.ttl_ms > self.max_ttl_ms:
                 h = dataclasses.replace(h, ttl_ms=self.max_ttl_ms)
                 self.clamped += 1
-            if h.key not in st.keys and len(st.keys) >= self.max_keys_per_instance:
+            i = ident(h.key, h.db)
+            if i not in st.keys and len(st.keys) >= self.max_keys_per_instance:
                 self.dropped += 1
                 continue
             exp = now + max(h.ttl_ms, 0) / 1000.0
-            item = self._items.get(h.key)
+            item = self._items.get(i)
             if item is None:
                 if len(self._items) >= self.max_keys:
                     self.dropped += 1
                     continue
-                self._items[h.key] = HotItem(h, exp, msg.instance)
+                self._items[i] = HotItem(h, exp, msg.instance)
                 turned_hot.append(h)
             else:
                 item.entry = h
                 item.instance = msg.instance
                 item.expires = max(item.expires, exp) if item.expires > now else exp
-            st.keys[h.key] = exp
+            st.keys[i] = exp
 
-    def _withdraw(self, key: bytes, now: float, cooled: list[bytes]) -> None:
+    def _withdraw(self, key: Ident, now: float, cooled: list[Ident]) -> None:
         """``key`` lost one instance's claim: keep it while another still holds it."""
         best = 0.0
         holder = ""
@@ -359,16 +393,16 @@ class HotSet:
             del self._items[key]
             cooled.append(key)
 
-    def _notify(self, turned_hot: list[HotEntry], cooled: list[bytes]) -> None:
+    def _notify(self, turned_hot: list[HotEntry], cooled: list[Ident]) -> None:
         if not turned_hot and not cooled:
             return
         on_hot, on_cool = list(self._on_hot), list(self._on_cool)
         for entry in turned_hot:
             for cb in on_hot:
                 self._call(cb, entry)
-        for key in cooled:
+        for i in cooled:
             for cb2 in on_cool:
-                self._call(cb2, key)
+                self._call(cb2, _key_of(i))
 
     def _call(self, cb: Callable[[Any], object], arg: object) -> None:
         try:

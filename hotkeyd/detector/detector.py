@@ -439,7 +439,8 @@ class Detector:
         if n <= 0:
             return []
         live = ((ident, rate) for ident, rate in self._last.items() if rate > 0.0)
-        best = heapq.nlargest(n, live, key=lambda kv: (kv[1], kv[0]))
+        # ties in hot()'s order: rate descending, then (db, key) ascending
+        best = heapq.nsmallest(n, live, key=lambda kv: (-kv[1], *decode_ident(kv[0])))
         kinds = self._kinds([ident for ident, _ in best])
         rule_of = self._rule_of(self._rules)
         out: list[RateEntry] = []

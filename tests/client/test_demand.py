@@ -39,7 +39,7 @@ def test_counter_routes_each_key_to_its_latest_announcer() -> None:
     c = DemandCounter(hs, "app-1", NS, ManualClock())
     assert c.take() == []  # nothing served yet: nothing sent
     hs.items[b"a"].served += 5
-    hs.items[b"c"].served += 2
+    hs.items[(b"c", 3)].served += 2  # a key of db 3 is (key, db) in the hot set
     got = reports(c)
     assert set(got) == {"t:demand:d1", "t:demand:d2"}
     assert {(e.key, e.n, e.db) for e in got["t:demand:d1"].entries} == {(b"a", 5, 0)}

@@ -189,3 +189,26 @@ def test_instance_count_is_capped_keeping_those_with_keys(clock: ManualClock) ->
     # beyond the cap a new instance is refused (an idle one is forgotten at most once a
     # second to make room: a flood of forged ids cannot cost a scan each)
     assert hs.forgotten + hs.refused >= 400
+
+
+def test_a_key_is_its_bytes_and_its_db() -> None:
+    """A cool of a key in db 1 used to remove the same key name hot in db 0."""
+    from hotkeyd.clock import ManualClock
+    from hotkeyd.wire import CoolEntry, HotEntry, Message
+
+    hs = HotSet(ManualClock())
+    cooled: list[bytes] = []
+    hs.add_listener(on_cool=cooled.append)
+    both = (
+        HotEntry(key=b"k", rate=10.0, rule="r", ttl_ms=60_000, since=1.0, db=0),
+        HotEntry(key=b"k", rate=20.0, rule="r", ttl_ms=60_000, since=1.0, db=1),
+    )
+    hs.apply(Message(instance="i", seq=1, ts=1.0, hot=both, full=True))
+    assert hs.get(b"k") is not None and hs.get(b"k", db=1) is not None
+    entry = hs.get(b"k")
+    assert entry is not None and entry.db == 0 and entry.rate == 10.0
+    hs.apply(Message(instance="i", seq=2, ts=2.0, cool=(CoolEntry(key=b"k", rule="r", db=1),)))
+    assert hs.get(b"k", db=1) is None
+    assert hs.get(b"k") is not None and b"k" in hs  # db 0's claim is untouched
+    assert hs.keys() == [b"k"] and hs.keys(db=1) == []
+    assert cooled == [b"k"]

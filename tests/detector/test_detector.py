@@ -404,3 +404,24 @@ def test_rejects_non_ruleset() -> None:
     det = Detector(DetectorConfig(), RuleSet.default(), ManualClock(), sketch_factory=ExactSketch)
     with pytest.raises(TypeError):
         det.set_rules("rules.toml")  # type: ignore[arg-type]
+
+
+def test_top_and_hot_break_ties_alike() -> None:
+    """top() used to list equal rates by key descending, hot() by (db, key) ascending."""
+
+    clock = ManualClock()
+    det = Detector(
+        DetectorConfig(window=1.0, tick=0.5),
+        parse_rules("[default]\nthreshold = 10\n"),
+        clock,
+        sketch_factory=ExactSketch,
+    )
+    keys = [b"b", b"a", b"c"]
+    det.ingest(Batch(keys=keys, counts=[100, 100, 100], ts=clock.time()))
+    det.ingest(Batch(keys=[b"a"], counts=[100], db=1, ts=clock.time()))
+    clock.advance(0.5)
+    det.tick()
+    hot = [(h.db, h.key) for h in det.hot()]
+    top = [(t.db, t.key) for t in det.top()]
+    assert hot == [(0, b"a"), (0, b"b"), (0, b"c"), (1, b"a")]
+    assert top == hot
