@@ -14,36 +14,66 @@ public record HotEntry(
     return id.db();
   }
 
+  static final long MAX_TTL_MS = 86_400_000L;
+  static final int MAX_NAME = 256;
+
+  /** Validate and build an entry; {@link WireException} on anything off the format. */
   static HotEntry fromJson(JsonNode o) {
     if (o == null || !o.isObject()) {
       throw new WireException("hot entry is not an object");
     }
-    byte[] key = Wire.decodeKey(o);
-    JsonNode rate = o.get("rate");
-    JsonNode rule = o.get("rule");
-    JsonNode ttl = o.get("ttl_ms");
-    if (rate == null || !rate.isNumber() || rule == null || !rule.isTextual() || ttl == null
-        || !ttl.isNumber()) {
-      throw new WireException("bad hot entry " + o + ": needs numeric rate and ttl_ms, text rule");
-    }
     JsonNode kind = o.get("kind");
+    String k = null;
+    if (kind != null && !kind.isNull()) {
+      k = kind.isTextual() ? kind.asText() : "";
+      if (!k.equals("read") && !k.equals("write") && !k.equals("mixed")) {
+        throw new WireException("kind must be read, write or mixed, got " + kind);
+      }
+    }
+    byte[] key = Wire.decodeKey(o);
     return new HotEntry(
-        new KeyId(key, intField(o, "db")),
-        rate.asDouble(),
-        rule.asText(),
-        ttl.asLong(),
-        o.path("since").asDouble(0.0),
-        kind == null || kind.isNull() ? null : kind.asText());
+        new KeyId(key, (int) intField(o, "db", 0, Integer.MAX_VALUE, 0L)),
+        numField(o, "rate", null),
+        nameField(o, "rule", null),
+        intField(o, "ttl_ms", 0, MAX_TTL_MS, null),
+        numField(o, "since", 0.0),
+        k);
   }
 
-  static int intField(JsonNode o, String name) {
+  /** An integer in [lo, hi] (no floats, no booleans); {@code dflt} when absent (null: required). */
+  static long intField(JsonNode o, String name, long lo, long hi, Long dflt) {
     JsonNode v = o.get(name);
-    if (v == null || v.isNull()) {
-      return 0;
+    if (v == null && dflt != null) {
+      return dflt;
     }
-    if (!v.canConvertToInt() || !v.isIntegralNumber()) {
-      throw new WireException("'" + name + "' must be an integer, got " + v);
+    if (v == null || !v.isIntegralNumber() || !v.canConvertToLong()
+        || v.asLong() < lo || v.asLong() > hi) {
+      throw new WireException(name + " must be an integer in [" + lo + ", " + hi + "], got " + v);
     }
-    return v.asInt();
+    return v.asLong();
+  }
+
+  /** A finite number >= 0; {@code dflt} when absent (null: required). */
+  static double numField(JsonNode o, String name, Double dflt) {
+    JsonNode v = o.get(name);
+    if (v == null && dflt != null) {
+      return dflt;
+    }
+    if (v == null || !v.isNumber() || !Double.isFinite(v.asDouble()) || v.asDouble() < 0) {
+      throw new WireException(name + " must be a finite number >= 0, got " + v);
+    }
+    return v.asDouble();
+  }
+
+  /** A string of at most 256 characters; {@code dflt} when absent (null: required). */
+  static String nameField(JsonNode o, String name, String dflt) {
+    JsonNode v = o.get(name);
+    if (v == null && dflt != null) {
+      return dflt;
+    }
+    if (v == null || !v.isTextual() || v.asText().length() > MAX_NAME) {
+      throw new WireException(name + " must be a string of at most " + MAX_NAME + " characters");
+    }
+    return v.asText();
   }
 }

@@ -28,6 +28,10 @@ public final class HotSet {
 
   private final Clock clock;
   private final int maxKeys;
+  private volatile long maxTtlMs = 60_000;
+  private volatile int maxKeysPerInstance = 10_000;
+  private volatile long maxSeqJump = 1_000;
+  private final AtomicLong clamped = new AtomicLong();
   private final ConcurrentHashMap<KeyId, HotItem> items = new ConcurrentHashMap<>();
   private final Map<String, Instance> instances = new HashMap<>();
   private final List<HotListener> listeners = new CopyOnWriteArrayList<>();
@@ -56,6 +60,29 @@ public final class HotSet {
 
   public Clock clock() {
     return clock;
+  }
+
+  /**
+   * Bounds on what one message can do (a forged or buggy publisher): an announcement keeps a
+   * key hot at most {@code maxTtlMs} (60 s by default; longer TTLs are cut and counted in
+   * {@link #clamped()}); one instance holds at most {@code maxKeysPerInstance} keys; a
+   * {@code seq} more than {@code maxSeqJump} ahead of what was applied is a gap, even in a
+   * full message.
+   */
+  public HotSet limits(long maxTtlMs, int maxKeysPerInstance, long maxSeqJump) {
+    this.maxTtlMs = Math.max(1, maxTtlMs);
+    this.maxKeysPerInstance = maxKeysPerInstance;
+    this.maxSeqJump = maxSeqJump;
+    return this;
+  }
+
+  public long maxSeqJump() {
+    return maxSeqJump;
+  }
+
+  /** Announcements whose TTL was cut to the maximum. */
+  public long clamped() {
+    return clamped.get();
   }
 
   // ------------------------------------------------------------------ readers
@@ -127,6 +154,9 @@ public final class HotSet {
       if (msg.full()) {
         if (st != null && st.seq != null && !newerFull(st, msg)) {
           return ApplyResult.STALE;
+        }
+        if (st != null && st.seq != null && msg.seq() - st.seq > maxSeqJump && !force) {
+          return ApplyResult.GAP;
         }
         if (st == null) {
           st = new Instance();
@@ -211,6 +241,14 @@ public final class HotSet {
 
   private void announce(Instance st, Message msg, long now, List<HotEntry> turnedHot) {
     for (HotEntry h : msg.hot()) {
+      if (h.ttlMs() > maxTtlMs) {
+        h = new HotEntry(h.id(), h.rate(), h.rule(), maxTtlMs, h.since(), h.kind());
+        clamped.incrementAndGet();
+      }
+      if (!st.keys.containsKey(h.id()) && st.keys.size() >= maxKeysPerInstance) {
+        dropped.incrementAndGet();
+        continue;
+      }
       long exp = now + Math.max(h.ttlMs(), 0) * 1_000_000L;
       HotItem item = items.get(h.id());
       if (item == null) {

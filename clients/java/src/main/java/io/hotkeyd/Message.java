@@ -8,6 +8,7 @@ import java.util.List;
  * One notification on the events channel, or one snapshot (a message with {@code full}).
  *
  * @param cool keys (with their db) that stopped being hot
+ * @param skipped malformed entries left out by {@link #parse} (the rest applies)
  */
 public record Message(
     String instance,
@@ -16,9 +17,14 @@ public record Message(
     List<HotEntry> hot,
     List<KeyId> cool,
     boolean full,
-    boolean finalMsg) {
+    boolean finalMsg,
+    int skipped) {
 
-  /** Parse a notification or snapshot; throws {@link WireException} on anything malformed. */
+  /**
+   * Parse and validate a notification or snapshot; throws {@link WireException} on a bad
+   * envelope ({@code v}, {@code instance}, {@code seq}, {@code ts}, {@code full}, {@code final},
+   * the lists). A bad <i>entry</i> is left out and counted in {@link #skipped}.
+   */
   public static Message parse(byte[] data) {
     JsonNode o = Wire.parse(data, "notification");
     JsonNode v = o.get("v");
@@ -27,37 +33,58 @@ public record Message(
           "unsupported wire version " + v + " (this client speaks " + Wire.VERSION + ")");
     }
     JsonNode instance = o.get("instance");
-    JsonNode seq = o.get("seq");
-    JsonNode ts = o.get("ts");
-    if (instance == null || !instance.isTextual() || seq == null || !seq.isIntegralNumber()
-        || ts == null || !ts.isNumber()) {
-      throw new WireException("bad notification: needs text instance, integer seq, numeric ts");
+    if (instance == null || !instance.isTextual() || instance.asText().isEmpty()
+        || instance.asText().length() > HotEntry.MAX_NAME) {
+      throw new WireException("instance must be a non-empty string of at most 256 characters");
     }
+    long seq = HotEntry.intField(o, "seq", 0, Long.MAX_VALUE, null);
+    double ts = HotEntry.numField(o, "ts", null);
+    boolean full = flag(o, "full");
+    boolean fin = flag(o, "final");
+    JsonNode hotRaw = list(o, "hot");
+    JsonNode coolRaw = list(o, "cool");
+    list(o, "top");
+    int skipped = 0;
     List<HotEntry> hot = new ArrayList<>();
-    for (JsonNode h : array(o, "hot")) {
-      hot.add(HotEntry.fromJson(h));
+    for (JsonNode h : hotRaw) {
+      try {
+        hot.add(HotEntry.fromJson(h));
+      } catch (WireException e) {
+        skipped++;
+      }
     }
     List<KeyId> cool = new ArrayList<>();
-    for (JsonNode c : array(o, "cool")) {
-      if (!c.isObject()) {
-        throw new WireException("cool entry is not an object");
+    for (JsonNode c : coolRaw) {
+      try {
+        if (!c.isObject()) {
+          throw new WireException("cool entry is not an object");
+        }
+        HotEntry.nameField(c, "rule", "");
+        cool.add(new KeyId(Wire.decodeKey(c),
+            (int) HotEntry.intField(c, "db", 0, Integer.MAX_VALUE, 0L)));
+      } catch (WireException e) {
+        skipped++;
       }
-      cool.add(new KeyId(Wire.decodeKey(c), HotEntry.intField(c, "db")));
     }
-    return new Message(
-        instance.asText(),
-        seq.asLong(),
-        ts.asDouble(),
-        List.copyOf(hot),
-        List.copyOf(cool),
-        o.path("full").asBoolean(false),
-        o.path("final").asBoolean(false));
+    return new Message(instance.asText(), seq, ts, List.copyOf(hot), List.copyOf(cool), full,
+        fin, skipped);
   }
 
-  private static Iterable<JsonNode> array(JsonNode o, String name) {
+  private static boolean flag(JsonNode o, String name) {
+    JsonNode v = o.get(name);
+    if (v == null) {
+      return false;
+    }
+    if (!v.isBoolean()) {
+      throw new WireException(name + " must be true or false");
+    }
+    return v.asBoolean();
+  }
+
+  private static JsonNode list(JsonNode o, String name) {
     JsonNode a = o.get(name);
-    if (a == null || a.isNull()) {
-      return List.of();
+    if (a == null) {
+      return Wire.JSON.createArrayNode();
     }
     if (!a.isArray()) {
       throw new WireException("'" + name + "' is not a list");
@@ -67,6 +94,6 @@ public record Message(
 
   /** This message as a full one (snapshots are full by definition). */
   Message asFull() {
-    return full ? this : new Message(instance, seq, ts, hot, cool, true, finalMsg);
+    return full ? this : new Message(instance, seq, ts, hot, cool, true, finalMsg, skipped);
   }
 }

@@ -66,16 +66,45 @@ public class SubscriberCore {
     }
   }
 
-  /** Parse a notification; null (counted, logged) when malformed. */
+  /** Messages above this size are dropped unparsed. */
+  public static final int MAX_MESSAGE_BYTES = 4 << 20;
+  /** A message whose ts is further ahead of the wall clock than this (s) is suspect. */
+  public static final double MAX_CLOCK_SKEW = 300.0;
+
+  /**
+   * Parse a notification; null when malformed (counted in {@code badMessages}) or suspect
+   * ({@code ts} too far in the future: counted in {@code suspect}). Malformed entries of a
+   * good message are left out and counted in {@code badEntries}.
+   */
   public Message parse(byte[] data) {
     stats.messages.incrementAndGet();
+    Message msg;
     try {
-      return Message.parse(data);
+      if (data.length > MAX_MESSAGE_BYTES) {
+        throw new WireException("message of " + data.length + " bytes (limit " + MAX_MESSAGE_BYTES + ")");
+      }
+      msg = Message.parse(data);
     } catch (WireException e) {
       if (Long.bitCount(stats.badMessages.incrementAndGet()) == 1) {
         LOG.warn("bad notification on {}: {}", namespace.channel(), e.getMessage());
       }
       return null;
+    }
+    if (msg.skipped() > 0) {
+      stats.badEntries.addAndGet(msg.skipped());
+      LOG.debug("{} bad entries left out of a message of {}", msg.skipped(), msg.instance());
+    }
+    if (msg.ts() > hotset.clock().currentTimeMillis() / 1000.0 + MAX_CLOCK_SKEW) {
+      suspect(msg, "its ts is in the future");
+      return null;
+    }
+    return msg;
+  }
+
+  private void suspect(Message msg, String why) {
+    if (Long.bitCount(stats.suspect.incrementAndGet()) == 1) {
+      LOG.warn("suspect message for instance {} ignored: {} (seq {}, ts {}); forged?",
+          msg.instance(), why, msg.seq(), msg.ts());
     }
   }
 
@@ -94,6 +123,14 @@ public class SubscriberCore {
 
   public void afterResync(Message msg, List<Message> snapshots) {
     applySnapshots(snapshots);
+    for (Message snap : snapshots) {
+      // The daemon writes its snapshot with (before) each message, so a real message is
+      // never far ahead of the snapshot read after it.
+      if (snap.instance().equals(msg.instance()) && msg.seq() - snap.seq() > hotset.maxSeqJump()) {
+        suspect(msg, "its seq is far ahead of the snapshot's (" + snap.seq() + ")");
+        return;
+      }
+    }
     ApplyResult res = hotset.apply(msg);
     if (res == ApplyResult.GAP) { // the snapshot lags too: accept, TTLs heal the rest
       stats.gapsUnrecovered.incrementAndGet();

@@ -13,6 +13,10 @@ public final class SubscriberStats {
   public final AtomicLong connects = new AtomicLong();
   public final AtomicLong reconnects = new AtomicLong();
   public final AtomicLong badMessages = new AtomicLong();
+  /** Malformed entries left out of otherwise good messages. */
+  public final AtomicLong badEntries = new AtomicLong();
+  /** Well-formed messages not believed (ts far in the future, seq far ahead): dropped. */
+  public final AtomicLong suspect = new AtomicLong();
   public final AtomicLong invalidations = new AtomicLong();
 
   @Override
@@ -20,6 +24,6 @@ public final class SubscriberStats {
     return "SubscriberStats{messages=" + messages + ", applied=" + applied + ", stale=" + stale
         + ", gaps=" + gaps + ", gapsUnrecovered=" + gapsUnrecovered + ", resyncs=" + resyncs
         + ", connects=" + connects + ", reconnects=" + reconnects + ", badMessages="
-        + badMessages + ", invalidations=" + invalidations + "}";
+        + badMessages + ", badEntries=" + badEntries + ", suspect=" + suspect + ", invalidations=" + invalidations + "}";
   }
 }

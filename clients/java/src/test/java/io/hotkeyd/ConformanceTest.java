@@ -57,8 +57,8 @@ class ConformanceTest {
     final List<byte[]> hot = new ArrayList<>();
     final List<byte[]> cooled = new ArrayList<>();
 
-    Driver(long startMs) {
-      clock = new ManualClock(startMs * 1_000_000L, 1_700_000_000_000L);
+    Driver(long startMs, double nowS) {
+      clock = new ManualClock(startMs * 1_000_000L, (long) (nowS * 1000));
       HotSet hs = new HotSet(clock);
       hs.addListener(new HotListener() {
         @Override
@@ -97,14 +97,15 @@ class ConformanceTest {
               ? step.get("raw").asText().getBytes(StandardCharsets.UTF_8)
               : JSON.writeValueAsBytes(step.get("data"));
           long applied = core.stats().applied.get();
+          long suspect = core.stats().suspect.get();
           Message m = core.parse(raw);
           if (m == null) {
-            return "bad";
+            return core.stats().suspect.get() > suspect ? "suspect" : "bad";
           }
           if (core.onEvent(m)) {
             Message snap = store.get(m.instance());
             core.afterResync(m, snap == null ? List.of() : List.of(snap));
-            return "resynced";
+            return core.stats().suspect.get() > suspect ? "suspect" : "resynced";
           }
           return core.stats().applied.get() > applied ? "applied" : "stale";
         }
@@ -121,16 +122,19 @@ class ConformanceTest {
   Stream<DynamicTest> hotset() throws IOException {
     JsonNode doc = load("hotset.json");
     long start = doc.get("start_ms").asLong();
+    double nowS = doc.path("now_s").asDouble(1_700_000_000.0);
     List<DynamicTest> tests = new ArrayList<>();
     for (JsonNode c : doc.get("cases")) {
       tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
-        Driver d = new Driver(start);
+        Driver d = new Driver(start, nowS);
         int i = 0;
         for (JsonNode step : c.get("steps")) {
           d.hot.clear();
           d.cooled.clear();
           String where = c.get("name").asText() + " step " + i++ + " (" + step.get("op") + ")";
+          long skipped = d.core.stats().badEntries.get();
           String outcome = d.step(step);
+          assertEquals(step.path("skipped").asLong(0), d.core.stats().badEntries.get() - skipped, where);
           if (step.has("outcome")) {
             assertEquals(step.get("outcome").asText(), outcome, where);
           }
