@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers java-deps test test-java test-go test-node lint format bench run fuzz clean
+.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format bench run fuzz clean
 
 venv: $(PY)
 
@@ -52,11 +52,15 @@ java-deps:          ## JDK 17 and Maven (apt) when missing: the Java client (cli
 test-java: java-deps   ## the Java client: conformance vectors + real redis-server/Kafka tests (~1 min)
 	cd clients/java && mvn -q -B test
 
-test: servers java-deps install-dev   ## everything CI runs: native build required, lint, the suite, the pure twins, the Java, Go and Node clients
-	$(PY) -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor"   # fails loudly if the C core did not build
+kafka-jars: java-deps   ## Apache Kafka (KRaft broker) jars for tests/kafka_apache, from Maven Central (cached in ~/.m2)
+	@ls ops/apache-kafka/libs/kafka_2.13-*.jar >/dev/null 2>&1 || \
+	  mvn -q -B -f ops/apache-kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
+
+test: servers java-deps install-dev kafka-jars   ## everything CI runs: native build required, lint, the suite, the pure twins, the Java, Go and Node clients
+	$(PY) -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor, hotkeyd.replay._trace"   # fails loudly if the C core did not build
 	$(MAKE) lint
 	$(PY) -m pytest
-	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py
+	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py tests/replay
 	$(MAKE) test-java test-go test-node
 
 test-go:            ## the Go client (clients/go): vet, race-checked tests, the conformance vectors, a short fuzz run

@@ -87,6 +87,16 @@ if os.path.exists(os.path.join("native", "_monitormodule.c")):
         )
     )
 
+if os.path.exists(os.path.join("native", "_tracemodule.c")):
+    ext_modules.append(
+        Extension(
+            "hotkeyd.replay._trace",
+            sources=_sources("_tracemodule.c"),
+            include_dirs=["native"],
+            extra_compile_args=CFLAGS,
+        )
+    )
+
 setup(
     ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithSpec}
 )

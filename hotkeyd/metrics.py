@@ -79,6 +79,25 @@ class Metrics:
             "Accesses whose event time was older than the window (counted, not rated).",
             registry=r,
         )
+        self.skipped_events = Counter(
+            "hotkeyd_source_skipped_events_total",
+            "Accesses not rated on purpose, per source and reason: max_lag (the source lagged "
+            "past --max-lag and fast-forwarded), shed (sampled out under overload).",
+            ["source", "reason"],
+            registry=r,
+        )
+        self.source_lag = Gauge(
+            "hotkeyd_source_lag_seconds",
+            "How far each event-time source's watermark is behind the wall clock.",
+            ["source"],
+            registry=r,
+        )
+        self.shed_fraction = Gauge(
+            "hotkeyd_source_shed_fraction",
+            "Fraction of each source's accesses sampled out to keep up (0: none shed).",
+            ["source"],
+            registry=r,
+        )
         self.source_errors = Counter(
             "hotkeyd_source_errors_total",
             "Source connection failures and reconnects, per source and kind.",
@@ -184,6 +203,13 @@ class Metrics:
             "hotkeyd_publish_coalesced_total",
             "Queued notifications folded into one full republish (publish queue overflow).",
             ["publisher"],
+            registry=r,
+        )
+        self.history_entries = Counter(
+            "hotkeyd_history_entries_total",
+            "History stream entries, per result (written, dropped: queue full while Redis was "
+            "unreachable).",
+            ["result"],
             registry=r,
         )
         self.rule_reloads = Counter(

@@ -124,6 +124,8 @@ class HotEntry:
     since: float = 0.0
     db: int = 0
     kind: str | None = None  # "read", "write" or "mixed" when the source can tell
+    as_of: float | None = None  # event time the rate describes (Unix s)
+    lag_ms: int | None = None  # how far that data was behind the wall clock when announced
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = encode_key(self.key)
@@ -134,6 +136,10 @@ class HotEntry:
             out["db"] = self.db
         if self.kind is not None:
             out["kind"] = self.kind
+        if self.as_of is not None:
+            out["as_of"] = round(self.as_of, 3)
+        if self.lag_ms is not None:
+            out["lag_ms"] = self.lag_ms
         return out
 
     @classmethod
@@ -152,6 +158,8 @@ class HotEntry:
             since=_num(obj, "since", 0.0),
             db=_int(obj, "db", 0, (1 << 31) - 1, 0),
             kind=kind,
+            as_of=None if obj.get("as_of") is None else _num(obj, "as_of"),
+            lag_ms=None if obj.get("lag_ms") is None else _int(obj, "lag_ms", 0, 1 << 53),
         )
 
 
@@ -318,6 +326,11 @@ class Namespace:
 
     def snapshot(self, instance: str) -> str:
         return f"{{{self.prefix}}}:snapshot:{instance}"
+
+    @property
+    def history(self) -> str:
+        """The capped stream of hot/cool transitions (``hotkeyd.publish.history``)."""
+        return f"{{{self.prefix}}}:history"
 
     @property
     def invalidate_channel(self) -> str:

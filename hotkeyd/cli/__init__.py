@@ -253,6 +253,13 @@ def demo(
     exit_with(go)
 
 
+from hotkeyd.cli.history import history  # noqa: E402 - the group must exist first
+from hotkeyd.cli.replay import replay  # noqa: E402
+
+cli.add_command(history)
+cli.add_command(replay)
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="hotkeyd")

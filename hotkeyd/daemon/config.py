@@ -96,6 +96,15 @@ class Settings:
     memory: int = same_setting("memory")
     sketch: str = same_setting("sketch")
     max_key_len: int = same_setting("max_key_len")
+    max_lag: float = same_setting("max_lag")
+    lag_alert: float = option(
+        10.0, "/healthz reports 'degraded' while a source lags more than this, seconds."
+    )
+    history: bool = option(
+        True, "Append hot/cool transitions to the capped stream {namespace}:history (with Redis)."
+    )
+    history_maxlen: int = option(10_000, "Most entries the history stream keeps.")
+    history_max_age: float = option(4 * 86400.0, "Seconds the history stream keeps an entry.")
     http_host: str = option("127.0.0.1", "Bind address of /metrics, /healthz, /topk.")
     http_port: int | None = option(
         9108, "HTTP port; 0 picks a free one (--no-http: no endpoint)."
@@ -128,6 +137,12 @@ class Settings:
             raise bad("heartbeat", "must be > 0 seconds", self.heartbeat)
         if not self.shutdown_timeout > 0:
             raise bad("shutdown_timeout", "must be > 0 seconds", self.shutdown_timeout)
+        if not self.lag_alert > 0:
+            raise bad("lag_alert", "must be > 0 seconds", self.lag_alert)
+        if self.history_maxlen < 1:
+            raise bad("history_maxlen", "must be >= 1", self.history_maxlen)
+        if not self.history_max_age > 0:
+            raise bad("history_max_age", "must be > 0 seconds", self.history_max_age)
         if not 0 < self.monitor_duty <= 1:
             raise bad("monitor_duty", "must be in (0, 1]", self.monitor_duty)
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

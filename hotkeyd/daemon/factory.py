@@ -48,6 +48,7 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
                     metrics=metrics,
                     clock=clock,
                     max_key_len=settings.max_key_len,
+                    max_lag=settings.max_lag,
                 )
             )
         elif scheme in _MONITOR_SCHEMES:

@@ -131,6 +131,9 @@ class Service:
                 metrics=self.metrics,
                 clock=self.clock,
             )
+        self._lane_names = _lane_names(self.sources)
+        self._source_lanes: list[set[str]] = [set() for _ in self.sources]
+        self.history = self._make_history()
         self.state = ServiceState()
         # What other threads (HTTP, demo view) read: replaced whole at each tick, never
         # mutated, so readers never touch the detector's structures mid-update.
@@ -142,6 +145,23 @@ class Service:
             "hotkeyd_sketch_memory_bytes",
             "Bytes held by the detector's sketches.",
             lambda: float(self.detector.nbytes),
+        )
+
+    def _make_history(self) -> Any:
+        """The history stream writer (with a Redis URL and ``history`` on), else None."""
+        if not (self.settings.redis_url and self.settings.history):
+            return None
+        from hotkeyd.conn.redis import client_from_url
+        from hotkeyd.publish.history import HistoryWriter
+
+        return HistoryWriter(
+            client_from_url(self.settings.redis_url),
+            namespace=self.namespace,
+            instance=self.instance,
+            maxlen=self.settings.history_maxlen,
+            max_age=self.settings.history_max_age,
+            clock=self.clock,
+            metrics=self.metrics,
         )
 
     # -- control (safe from signal handlers and other threads) --------------------------
@@ -199,12 +219,19 @@ class Service:
                 degraded.append(f"source {src.name}: {err}")
         if self.demand is not None and self.demand.error is not None:
             degraded.append(f"demand reports: {self.demand.error}")
+        lags = self.detector.lags()
+        for lane, lag in sorted(lags.items()):
+            if lag > self.settings.lag_alert:
+                degraded.append(
+                    f"source {lane}: {lag:.1f}s behind (lag alert {self.settings.lag_alert:g}s)"
+                )
         status = "unhealthy" if reasons else ("degraded" if degraded else "ok")
         return not reasons, {
             "status": status,
             "instance": self.instance,
             "reasons": reasons + degraded,
             "hot_keys": len(self.view[0]),
+            "lag_seconds": {lane: round(lag, 3) for lane, lag in sorted(lags.items())},
         }
 
     def topk_json(self, n: int | None = None) -> dict[str, Any]:
@@ -228,6 +255,8 @@ class Service:
         if self.settings.redis_url and isinstance(self.publisher, RedisPublisher):
             self._check_redis(self.settings.redis_url)
         self.publisher.start()
+        if self.history is not None:
+            self.history.start()
         for src in self.sources:
             src.start()
         if self.demand is not None:
@@ -316,14 +345,23 @@ class Service:
         got = 0
         share = max_wait / len(live)
         for src in live:
+            i = self.sources.index(src)
+            name = self._lane_names[i]
             batches = src.next_batch(share)
-            if not batches:
-                continue
             for batch in batches:
-                result = self.detector.ingest(batch)
+                part = batch.meta.get("lane") if batch.meta else None
+                lane = name if part is None else f"{name}/{part}"
+                self._source_lanes[i].add(lane)
+                result = self.detector.ingest(batch, lane=lane)
                 got += 1
                 self.metrics.events.labels(source=batch.source or src.name).inc(result.events)
-            src.commit()
+            if batches:
+                src.commit()
+            hint = getattr(src, "idle_watermark", None)
+            wm = hint() if callable(hint) else None
+            if wm is not None:
+                for lane in self._source_lanes[i]:
+                    self.detector.advance(lane, wm)
         return got
 
     def _ingest_demand(self) -> None:
@@ -342,6 +380,8 @@ class Service:
         window_opened = due_at - late - self.settings.tick
         res = self.detector.tick()
         self.state.last_tick = self.clock.monotonic()
+        if self.history is not None and res.transitions:
+            self.history.record(res.transitions, max(0, round((res.ts - res.as_of) * 1000)))
         if res.hot or res.cool or res.still_hot:
             self.publisher.publish(list(res.hot), list(res.still_hot), list(res.cool))
             handed = self.clock.monotonic()
@@ -379,6 +419,8 @@ class Service:
                 logger.debug("closing source %s after a failed start: %s", src.name, exc)
         if self.demand is not None:
             self.demand.close()
+        if self.history is not None:
+            self.history.close(timeout=1.0)
         try:
             self.publisher.close(timeout=1.0)
         finally:
@@ -398,12 +440,25 @@ class Service:
         hot: list[HotEntry] = self.detector.hot()
         try:
             self.publisher.publish([], hot, [], final=True)
+            if self.history is not None:
+                self.history.record(self.detector.stop_transitions())
+                self.history.close(timeout=self.settings.shutdown_timeout)
             self.publisher.close(timeout=self.settings.shutdown_timeout)
         finally:
             if self._http is not None:
                 self._http.close()
             self.state.running = False
         logger.info("hotkeyd %s stopped (%d keys were hot)", self.instance, len(hot))
+
+
+def _lane_names(sources: list[Source]) -> list[str]:
+    """One lane name per source: its name, with ``#2``, ``#3`` ... for repeats of a kind."""
+    seen: dict[str, int] = {}
+    out = []
+    for src in sources:
+        n = seen[src.name] = seen.get(src.name, 0) + 1
+        out.append(src.name if n == 1 else f"{src.name}#{n}")
+    return out
 
 
 def _rate_json(r: Any) -> dict[str, Any]:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, TickResult
+from hotkeyd.detector.config import (
+    DetectorConfig,
+    IngestResult,
+    RateEntry,
+    TickResult,
+    Transition,
+)
 from hotkeyd.detector.detector import Detector
 
 __all__ = [
@@ -11,4 +17,5 @@ __all__ = [
     "IngestResult",
     "RateEntry",
     "TickResult",
+    "Transition",
 ]

@@ -11,14 +11,25 @@ from hotkeyd.errors import ConfigError
 from hotkeyd.wire import CoolEntry, HotEntry
 
 __all__ = [
+    "DEFAULT_MAX_LAG",
     "SKETCH_KINDS",
     "DetectorConfig",
     "IngestResult",
     "RateEntry",
     "TickResult",
+    "Transition",
     "same_setting",
     "setting",
 ]
+
+DEFAULT_MAX_LAG = 60.0
+"""Seconds a source may lag before it fast-forwards (``--max-lag``).
+
+Why a minute: a restart, a deploy or a rebalance leaves a consumer 5-30 s behind, and that
+backlog is exactly where the hot keys of a surge are, so it is rated in full. Data older
+than a minute is of little use to caches whose hot entries live seconds (the default TTL
+is 10 s): catching up on it would only delay fresh announcements.
+"""
 
 _MIN_SLOT_MEMORY = 1024
 _MAX_SUBWINDOWS = 1000
@@ -70,6 +81,8 @@ class DetectorConfig:
         seed: sketch hash seed.
         max_key_len: longest key in bytes; longer ones are counted as oversized.
         top_n: default number of entries of :meth:`Detector.top`.
+        max_lag: seconds an event-time source may lag behind the wall clock; older
+            events are skipped and counted, and the source's watermark jumps ahead.
     """
 
     window: float = setting(1.0, "Sliding window for rates, seconds.", lo=0.01, hi=3600)
@@ -88,6 +101,12 @@ class DetectorConfig:
     seed: int = setting(0, "Sketch hash seed.", lo=0, hi=(1 << 64) - 1)
     max_key_len: int = setting(1024, "Longer keys are rejected and counted.", lo=1, hi=1 << 20)
     top_n: int = setting(100, "Entries of the top-keys view.", lo=1, hi=1_000_000)
+    max_lag: float = setting(
+        DEFAULT_MAX_LAG,
+        "Seconds a source may lag before it fast-forwards (older events skipped, counted).",
+        lo=0.01,
+        hi=7 * 86400,
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -108,6 +127,10 @@ class DetectorConfig:
             raise ConfigError(
                 f"detector memory must be >= {least} bytes for {self.subwindows} sub-windows "
                 f"(1 KiB each plus one), got {self.memory!r}"
+            )
+        if float(self.max_lag) < window:
+            raise ConfigError(
+                f"detector max_lag must be >= window ({window:g}s), got {self.max_lag!r}"
             )
 
     @property
@@ -145,13 +168,41 @@ class IngestResult:
         events: accesses counted into the window (times their counts).
         oversized: keys longer than ``max_key_len`` (rejected).
         malformed: lines that could not be parsed (bad count, empty key).
-        late: accesses whose event time was older than the window (counted, not rated).
+        late: accesses whose event time was older than their source's window (an
+            out-of-order straggler; counted, not rated).
+        skipped: accesses older than ``max_lag`` (the source fast-forwarded past them).
     """
 
     events: int = 0
     oversized: int = 0
     malformed: int = 0
     late: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One hot/cool transition, stamped with the event time it happened at.
+
+    Attributes:
+        kind: ``hot`` or ``cool`` (``reason`` tells cooled, evicted or now ignored).
+        key, db: the key.
+        rule: name of the rule in force.
+        at: event time (Unix seconds) of the evaluation that made the change.
+        since: when the key turned hot (equal to ``at`` for ``hot``).
+        rate: rate at ``at``; ``peak``: highest rate while hot.
+        reason: ``hot``, ``cool``, ``evict`` or ``ignore``.
+    """
+
+    kind: str
+    key: bytes
+    db: int
+    rule: str
+    at: float
+    since: float
+    rate: float
+    peak: float
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +216,10 @@ class TickResult:
         cool: keys that stopped being hot (cooled, evicted at the cap, or now ignored).
         ts: wall time of the evaluation.
         closed: sub-windows closed by this call (0: nothing was due, nothing evaluated).
+        transitions: every hot/cool change since the last tick, in order (a source
+            catching up may turn a key hot and cool again between two ticks; ``hot`` and
+            ``cool`` only hold the net change).
+        as_of: event time the rates behind this result describe (the oldest source).
     """
 
     hot: list[HotEntry] = field(default_factory=list)
@@ -172,6 +227,8 @@ class TickResult:
     cool: list[CoolEntry] = field(default_factory=list)
     ts: float = 0.0
     closed: int = 0
+    transitions: list[Transition] = field(default_factory=list)
+    as_of: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,19 +4,23 @@ Single-threaded by design: the service calls ``ingest``, ``due`` and ``tick`` fr
 its loop. ``set_rules`` only swaps a reference, so calling it between two of those
 (e.g. from a SIGHUP handler that runs in the loop's thread) is atomic.
 
-Event-time policy (``Batch.ts``; details in docs/detection.md):
+Time (details in docs/detection.md and :mod:`hotkeyd.detector.lanes`):
 
-- ``ts is None``: processing time, the batch goes into the open sub-window.
-- ``now - window <= ts <= now``: the batch goes into the sub-window its timestamp
-  falls in, so a backlog read after consumer lag keeps its real spread over time
-  and does not look like a burst. (A timestamp in the sub-window that is about to
-  leave the window is moved one sub-window forward, so it is still rated once.)
-- ``ts < now - window``: too old to rate; counted as late (``IngestResult.late``,
-  ``hotkeyd_detector_late_events_total``).
-- ``ts > now`` (clock skew): clamped to now.
-
-Wall time is mapped to sub-windows with ``clock.time()``; sub-windows themselves are
-closed on ``clock.monotonic()``.
+- A batch without an event time (``Batch.ts is None``) goes into the open sub-window of
+  the shared processing-time lane, closed every ``tick`` of ``clock.monotonic()``.
+- A batch with an event time goes into its source's own event-time lane, into the
+  sub-window its timestamp falls in. The lane closes sub-windows as the source's
+  watermark passes them and the hot set is evaluated after each one, so a source catching
+  up on a backlog is rated in its own event time, tick by tick, however fast it reads.
+- An event older than its lane's window (an out-of-order straggler) is counted as late
+  (``IngestResult.late``, ``hotkeyd_detector_late_events_total``); one older than
+  ``max_lag`` is skipped and counted (``IngestResult.skipped``); one in the future
+  (clock skew) is clamped to now.
+- A key's rate is the sum over lanes of its count in each lane's window, so sources with
+  different lags never mix their windows. The hot/cool state machine runs on the event
+  time of the evaluation (never going backwards), so cool-downs and ``since`` are in
+  event time; each announcement carries ``as_of`` (the most-behind lane's watermark) and
+  ``lag_ms``.
 """
 
 from __future__ import annotations
@@ -30,14 +34,20 @@ from typing import Protocol
 
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock
-from hotkeyd.detector.config import DetectorConfig, IngestResult, RateEntry, TickResult
+from hotkeyd.detector.config import (
+    DetectorConfig,
+    IngestResult,
+    RateEntry,
+    TickResult,
+    Transition,
+)
 from hotkeyd.detector.intake import Intake, count_lines, count_nonempty_lines
 from hotkeyd.detector.keys import decode_ident, encode_ident, encode_lines
+from hotkeyd.detector.lanes import EPS, Lane
 from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.detector.served import ServedRing
 from hotkeyd.detector.sizing import KeySizer
 from hotkeyd.detector.state import HotKey, HotSet
-from hotkeyd.detector.window import SubWindowRing
 from hotkeyd.errors import ConfigError, SketchError
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
@@ -48,9 +58,10 @@ __all__ = ["Detector"]
 
 logger = logging.getLogger(__name__)
 
-_EPS = 1e-6  # in ticks: absorbs float error of clocks advanced in tick-sized steps
 WRITE_SHARE = 0.9  # write fraction at or above which a hot key is "write"
 READ_SHARE = 0.1  # write fraction at or below which a hot key is "read"
+_PROCESSING = ""  # name of the shared processing-time lane
+IDLE_TICKS = 2  # an on-time lane without hints follows the wall clock after this many quiet ticks
 
 
 class _Maker(Protocol):
@@ -98,13 +109,16 @@ class Detector:
     """Hot-key detector.
 
     Args:
-        config: window, tick, cap, sketch sizing.
+        config: window, tick, cap, sketch sizing, max lag.
         rules: the rule set in force (replace with :meth:`set_rules`).
-        clock: time source; ``monotonic`` drives ticks, ``time`` maps event times.
+        clock: time source; ``monotonic`` closes processing-time sub-windows, ``time``
+            is "now" for event times (lag, clamping, max lag).
         metrics: updated when given (ticks, tick duration, hot keys, transitions,
-            late events, malformed inputs).
+            late and skipped events, malformed inputs, per-source lag).
         sketch_factory: makes one empty sketch per sub-window (tests inject exact
             counters); by default ``hotkeyd.sketch.new_sketch`` sized from ``config``.
+            Each lane (the processing-time one, one per event-time source) has
+            ``window / tick + 1`` sketches of ``memory / (window / tick + 1)`` bytes.
     """
 
     def __init__(
@@ -138,13 +152,18 @@ class Detector:
             self._wrenew = KeySizer(wmake, config.k, wmem, config.max_key_len, self._log).renew
         else:
             self._factory = self._wfactory = sketch_factory
-        self._ring = SubWindowRing(self._n, self._factory, self._cache_cap, renew=self._renew)
-        self._wring: SubWindowRing | None = None
         self._served = ServedRing(self._n)
         self._local: dict[bytes, float] = {}  # ident -> locally served rate at the last tick
         self._hot = HotSet(config.max_hot, config.hysteresis)
         self._t0 = clock.monotonic()
-        self._last: dict[bytes, float] = {}  # ident -> rate at the last tick
+        self._pcur = 0  # open processing-time sub-window (counted even without a lane)
+        self._lanes: dict[str, Lane] = {}
+        self._eval_now = clock.time()  # event time of the last evaluation (never goes back)
+        self._as_of = self._eval_now
+        self._steps = 0  # event-lane sub-windows closed since the last tick()
+        self._pending: list[tuple[list[HotKey], list[HotKey], list[tuple[HotKey, str]]]] = []
+        self._transitions: list[Transition] = []
+        self._last: dict[bytes, float] = {}  # ident -> rate at the last evaluation
         self._intake = Intake(config.max_key_len, self._log)
 
     # -- properties ---------------------------------------------------------------------
@@ -154,24 +173,29 @@ class Detector:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by all sub-window sketches (read ring, plus write ring if any)."""
-        return self._ring.nbytes + (self._wring.nbytes if self._wring is not None else 0)
+        """Bytes held by all sub-window sketches of all lanes."""
+        return sum(lane.nbytes for lane in self._lanes.values())
 
     def stats(self) -> dict[str, int]:
         """Sizes of the detector's per-key state; each is bounded whatever the cardinality.
 
-        ``hot`` <= max_hot; ``rated`` (keys rated at the last tick) <= window/tick * k +
-        max_hot; ``rule_cache`` <= the rule set's cache_size; ``estimate_cache`` (largest
-        per-sub-window cache) <= 4 * (window/tick * k + max_hot) + 1024.
+        ``hot`` <= max_hot; ``rated`` (keys rated at the last tick) <= lanes * window/tick
+        * k + max_hot; ``rule_cache`` <= the rule set's cache_size; ``estimate_cache``
+        (largest per-sub-window cache) <= 4 * (window/tick * k + max_hot) + 1024.
         """
+        caches = [lane.ring.cache_entries() for lane in self._lanes.values()]
+        caches += [lane.wring.cache_entries() for lane in self._lanes.values() if lane.wring]
         return {
             "hot": len(self._hot),
             "rated": len(self._last),
             "rule_cache": self._rules.cache_len,
-            "estimate_cache": max(
-                self._ring.cache_entries(), self._wring.cache_entries() if self._wring else 0
-            ),
+            "estimate_cache": max(caches, default=0),
         }
+
+    def lags(self) -> dict[str, float]:
+        """Seconds each event-time source's data is behind the wall clock."""
+        wall = self._clock.time()
+        return {lane.name: lane.lag(wall) for lane in self._lanes.values() if lane.event}
 
     def set_rules(self, rules: RuleSet) -> None:
         """Put ``rules`` in force from the next tick on (atomic reference swap)."""
@@ -179,32 +203,114 @@ class Detector:
             raise TypeError(f"rules must be a RuleSet, got {type(rules).__name__}")
         self._rules = rules
 
-    # -- ingest -------------------------------------------------------------------------
+    # -- lanes --------------------------------------------------------------------------
     def _index_at(self, mono: float) -> int:
-        return math.floor((mono - self._t0) / self._tick + _EPS)
+        return math.floor((mono - self._t0) / self._tick + EPS)
 
-    def _place(self, ts: float | None, source: str) -> int | None:
-        """Sub-window index for a batch with event time ``ts``; None when too old."""
-        cur = self._ring.cur
-        if ts is None:
-            return cur
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+    def _lane(self, name: str, event: bool, start: int) -> Lane:
+        lane = self._lanes.get(name)
+        if lane is None:
+            lane = self._lanes[name] = Lane(
+                name or "processing",
+                event=event,
+                subwindows=self._n,
+                tick=self._tick,
+                factory=self._factory,
+                wfactory=self._wfactory,
+                cache_cap=self._cache_cap,
+                start=start,
+                renew=self._renew,
+                wrenew=self._wrenew,
+            )
+        return lane
+
+    def _event_lane(self, name: str, ts: float) -> Lane:
+        lane = self._lanes.get(name)
+        if lane is None:
+            lane = self._lane(name, True, math.floor(ts / self._tick + EPS))
+            lane.watermark = ts
+        return lane
+
+    def _advance_event_lane(self, lane: Lane, ts: float) -> None:
+        """Move ``lane``'s watermark to ``ts``, evaluating after each closed sub-window.
+
+        Once the lane's window is empty (after ``N + 1`` steps) further steps change no
+        rate, so a gap in the data costs one more evaluation, not one per sub-window.
+        """
+        if ts > lane.watermark:
+            lane.watermark = ts
+        to = lane.index_of(lane.watermark)
+        cur = lane.ring.cur
+        if to <= cur:
+            return
+        last_full = min(to, cur + self._n + 1)
+        for j in range(cur + 1, last_full + 1):
+            lane.advance(j)
+            self._evaluate(j * self._tick)
+        if to > last_full:
+            lane.advance(to)
+            self._evaluate(to * self._tick)
+        self._steps += to - cur
+
+    def advance(self, source: str, watermark: float) -> None:
+        """A source reports it is caught up: no event older than ``watermark`` is to come.
+
+        From then on that source's lane moves only with its data and these hints (a
+        paused consumer is not taken for a quiet one). A source not seen yet is ignored.
+        """
+        lane = self._lanes.get(source)
+        if lane is None or not lane.event or not math.isfinite(watermark):
+            return
+        lane.hinted = True
+        self._advance_event_lane(lane, min(watermark, self._clock.time()))
+
+    # -- ingest -------------------------------------------------------------------------
+    def ingest(self, batch: Batch, lane: str | None = None) -> IngestResult:
+        """Count one batch into its sub-window (one sketch call on the fast path).
+
+        ``lane`` names the source's lane (default ``batch.source``); the service gives
+        two sources of one kind different names so their windows stay apart.
+        """
+        source = batch.source or "unknown"
+        name = lane if lane is not None else source
+        ts = batch.ts
+        if ts is not None and (
+            isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)
+        ):
             self._log.warning(
                 f"badts:{source}", "source %s: bad batch ts %r, using now", source, ts
             )
-            return cur
-        age = self._clock.time() - ts
-        if age <= 0.0:
-            return cur
-        if age > self.config.window:
-            return None
-        index = math.floor((self._clock.monotonic() - age - self._t0) / self._tick + _EPS)
-        return min(cur, max(cur - self._n + 1, index))
+            ts = self._clock.time()
+        target: Lane
+        index: int | None
+        skipped = False
+        if ts is None:
+            target = self._lane(_PROCESSING, False, self._pcur)
+            index = target.ring.cur
+        else:
+            wall = self._clock.time()
+            ts = min(float(ts), wall)  # clock skew: the future is now
+            target = self._event_lane(name, ts)
+            target.last_batch_wall = wall
+            floor_ts = wall - self.config.max_lag
+            if target.watermark < floor_ts:
+                self._advance_event_lane(target, floor_ts)  # fast-forward
+            if ts < floor_ts:
+                index, skipped = None, True
+            else:
+                if ts > target.watermark:
+                    self._advance_event_lane(target, ts)
+                target.lag_at_batch = wall - target.watermark
+                index = target.index_of(ts)
+                if index < target.ring.cur - self._n + 1:
+                    # Older than the window: the oldest sub-window is about to drop out, so
+                    # an event there would never be rated; anything older is late.
+                    index = None if index < target.ring.cur - self._n else index + 1
+        return self._count(batch, source, target, index, skipped)
 
-    def ingest(self, batch: Batch) -> IngestResult:
-        """Count one batch into its sub-window (one sketch call on the fast path)."""
-        source = batch.source or "unknown"
-        index = self._place(batch.ts, source)
+    def _count(
+        self, batch: Batch, source: str, lane: Lane, index: int | None, skipped: bool
+    ) -> IngestResult:
         scale = batch.scale
         if (
             isinstance(scale, bool)
@@ -218,7 +324,7 @@ class Detector:
         db = batch.db
         if isinstance(db, bool) or not isinstance(db, int) or db < 0:
             return self._reject_db(batch, source)
-        slot = None if index is None else self._ring.slot(index)
+        slot = None if index is None else lane.ring.slot(index)
         sketch = None if slot is None else slot.sketch
         rw = batch.writes is not None
         if batch.lines is not None:
@@ -240,20 +346,29 @@ class Detector:
         if slot is not None and index is not None:
             slot.touched(events, scale, rw)
             if batch.writes is not None and len(batch.writes) and events:
-                self._ingest_writes(index, batch, scale, source)
-        late = 0
+                wslot = lane.write_ring().slot(index)
+                wev, _, _ = self._intake.add_keys(
+                    wslot.sketch, batch.writes, batch.write_counts, batch.db, source
+                )
+                wslot.touched(wev, scale, True)
+        late = skip = 0
         if index is None:
-            late, events = events, 0
-        if oversized or malformed or late:
-            self._count_bad(source, oversized, malformed, late)
-        return IngestResult(events=events, oversized=oversized, malformed=malformed, late=late)
+            if skipped:
+                skip, events = events, 0
+            else:
+                late, events = events, 0
+        if oversized or malformed or late or skip:
+            self._count_bad(source, oversized, malformed, late, skip)
+        return IngestResult(
+            events=events, oversized=oversized, malformed=malformed, late=late, skipped=skip
+        )
 
     def ingest_served(
         self, keys: Sequence[bytes], counts: Sequence[int], db: int = 0
     ) -> tuple[int, int]:
         """Add reads that apps served from their local caches (demand reports).
 
-        They go into the same windows as the sources' accesses, so a hot key's rate
+        They go into the processing-time lane (reports are current), so a hot key's rate
         is its total demand and it stays hot while that demand lasts. Only keys hot
         here count: a report for a key another instance owns, or that cooled
         meanwhile, changes nothing.
@@ -274,7 +389,7 @@ class Detector:
                 source="demand",
             )
         )
-        cur = self._ring.cur
+        cur = self._pcur
         for i in keep:
             self._served.add(cur, idents[i], counts[i])
         return res.events, len(idents) - len(keep)
@@ -286,22 +401,12 @@ class Detector:
         else:
             bad = len(batch.keys if batch.keys is not None else batch.writes or ())
         self._log.warning(f"db:{source}", "source %s: bad db %r; batch dropped", source, batch.db)
-        self._count_bad(source, 0, bad, 0)
+        self._count_bad(source, 0, bad, 0, 0)
         return IngestResult(malformed=bad)
 
-    def _ingest_writes(self, index: int, batch: Batch, scale: float, source: str) -> None:
-        assert batch.writes is not None
-        if self._wring is None:  # allocated on the first batch that reports writes
-            self._wring = SubWindowRing(
-                self._n, self._wfactory, self._cache_cap, start=self._ring.cur, renew=self._wrenew
-            )
-        slot = self._wring.slot(index)
-        events, _, _ = self._intake.add_keys(
-            slot.sketch, batch.writes, batch.write_counts, batch.db, source
-        )
-        slot.touched(events, scale, True)
-
-    def _count_bad(self, source: str, oversized: int, malformed: int, late: int) -> None:
+    def _count_bad(
+        self, source: str, oversized: int, malformed: int, late: int, skipped: int
+    ) -> None:
         m = self._metrics
         if m is not None:
             if oversized:
@@ -310,13 +415,24 @@ class Detector:
                 m.malformed.labels(source=source, reason="malformed").inc(malformed)
             if late:
                 m.late_events.inc(late)
+            if skipped:
+                m.skipped_events.labels(source=source, reason="max_lag").inc(skipped)
         if late:
             self._log.warning(
                 f"late:{source}",
-                "source %s: %d events older than the %gs window (counted as late, not rated)",
+                "source %s: %d events older than the %gs window behind the source's newest "
+                "(counted as late, not rated)",
                 source,
                 late,
                 self.config.window,
+            )
+        if skipped:
+            self._log.warning(
+                f"skip:{source}",
+                "source %s: %d events more than --max-lag %gs old (skipped and counted)",
+                source,
+                skipped,
+                self.config.max_lag,
             )
         if oversized or malformed:
             self._log.warning(
@@ -330,7 +446,9 @@ class Detector:
     # -- ticks --------------------------------------------------------------------------
     def due(self) -> float:
         """Seconds until the next sub-window closes (<= 0: call :meth:`tick` now)."""
-        next_at = self._t0 + (self._ring.cur + 1 - _EPS) * self._tick
+        if self._pending:
+            return 0.0
+        next_at = self._t0 + (self._pcur + 1 - EPS) * self._tick
         return next_at - self._clock.monotonic()
 
     def _rule_of(self, rules: RuleSet) -> Callable[[bytes], Rule]:
@@ -339,41 +457,124 @@ class Detector:
 
         return rule_of
 
+    def _follow_wall(self, wall: float) -> None:
+        """Event lanes that went quiet follow the wall clock; none lags past max_lag."""
+        floor_ts = wall - self.config.max_lag
+        grace = IDLE_TICKS * self._tick
+        for lane in list(self._lanes.values()):
+            if not lane.event:
+                continue
+            if lane.watermark < floor_ts:
+                self._advance_event_lane(lane, floor_ts)
+            elif (
+                not lane.hinted
+                and lane.lag_at_batch <= self.config.window
+                and wall - lane.last_batch_wall >= grace
+            ):
+                self._advance_event_lane(lane, wall - lane.lag_at_batch - grace)
+
     def tick(self) -> TickResult:
-        """Close the sub-windows due by now (catching up if late) and evaluate once."""
+        """Close the sub-windows due by now (catching up if late) and evaluate once.
+
+        Returns the changes of this evaluation plus those of the evaluations that event-time
+        lanes ran since the last call (a source catching up closes many sub-windows).
+        """
         now = self._clock.monotonic()
         wall = self._clock.time()
         target = self._index_at(now)
-        if target <= self._ring.cur:
-            return TickResult(ts=wall)
-        started = time.perf_counter()
-        closed = self._ring.advance(target)
-        if self._wring is not None:
-            self._wring.advance(target)
-        self._served.advance(target)
-        rules = self._rules
-        candidates = self._ring.candidates()
-        candidates.update(self._hot.idents())
-        inv = 1.0 / self.config.window
-        rates = {
-            k: v * inv for k, v in self._ring.sums(candidates).items() if v > 0 or k in self._hot
-        }
-        tr = self._hot.evaluate(rates, self._rule_of(rules), now, wall, rules.min_threshold)
-        self._last = rates
-        self._local = {k: v * inv for k, v in self._served.sums(target).items()}
+        closed = 0
+        if target > self._pcur:
+            closed = target - self._pcur
+            self._pcur = target
+            self._served.advance(target)
+            self._local = {k: v / self.config.window for k, v in self._served.sums(target).items()}
+            self._follow_wall(wall)
+            proc = self._lanes.get(_PROCESSING)
+            if proc is not None:
+                proc.advance(target)
+                self._evaluate(wall)
+            m = self._metrics
+            if m is not None:
+                for name, lag in self.lags().items():
+                    m.source_lag.labels(source=name).set(lag)
+        closed += self._steps
+        self._steps = 0
+        if not self._pending:
+            return TickResult(ts=wall, closed=closed, as_of=self._as_of)
+        return self._flush(wall, closed)
+
+    def _flush(self, wall: float, closed: int) -> TickResult:
+        """Fold the evaluations since the last tick into one result (net hot/cool)."""
+        pending, self._pending = self._pending, []
+        transitions, self._transitions = self._transitions, []
+        new: dict[bytes, HotKey] = {}
+        still: dict[bytes, HotKey] = {}
+        cooled: dict[bytes, HotKey] = {}
+        for tr_new, tr_still, tr_cooled in pending:
+            for hk, _ in tr_cooled:
+                if new.pop(hk.ident, None) is None:  # hot and cool within one tick: no news
+                    cooled[hk.ident] = hk
+                still.pop(hk.ident, None)
+            for hk in tr_new:
+                if cooled.pop(hk.ident, None) is not None:
+                    still[hk.ident] = hk  # cooled and hot again: re-announce
+                else:
+                    new[hk.ident] = hk
+            for hk in tr_still:
+                if hk.ident not in new:
+                    still[hk.ident] = hk
         kinds = self._kinds([hk.ident for hk in self._hot])
         for hk in self._hot:
             hk.kind = kinds.get(hk.ident)
-        result = TickResult(
-            hot=[self._entry(hk) for hk in tr.new],
-            still_hot=[self._entry(hk) for hk in tr.still],
-            cool=[self._cool_entry(hk) for hk, _ in tr.cooled],
+        lag_ms = max(0, round((wall - self._as_of) * 1000))
+        return TickResult(
+            hot=[self._entry(hk, lag_ms) for hk in new.values()],
+            still_hot=[self._entry(hk, lag_ms) for hk in still.values() if hk.ident in self._hot],
+            cool=[self._cool_entry(hk) for hk in cooled.values()],
             ts=wall,
             closed=closed,
+            transitions=transitions,
+            as_of=self._as_of,
         )
+
+    def _evaluate(self, at: float) -> None:
+        """Rate every candidate over every lane's window and update the hot set."""
+        started = time.perf_counter()
+        if at > self._eval_now:
+            self._eval_now = at
+        now = self._eval_now
+        wall = self._clock.time()
+        self._as_of = min(
+            (
+                min(lane.ring.cur * self._tick, lane.watermark) if lane.event else wall
+                for lane in self._lanes.values()
+            ),
+            default=wall,
+        )
+        rules = self._rules
+        candidates: set[bytes] = set()
+        for lane in self._lanes.values():
+            candidates |= lane.ring.candidates()
+        candidates.update(self._hot.idents())
+        inv = 1.0 / self.config.window
+        lanes = list(self._lanes.values())
+        sums = lanes[0].ring.sums(candidates) if lanes else dict.fromkeys(candidates, 0.0)
+        for lane in lanes[1:]:
+            for k, v in lane.ring.sums(candidates).items():
+                if v:
+                    sums[k] += v
+        rates = {k: v * inv for k, v in sums.items() if v > 0 or k in self._hot}
+        tr = self._hot.evaluate(rates, self._rule_of(rules), now, now, rules.min_threshold)
+        self._last = rates
+        if tr.new or tr.cooled or tr.still:
+            self._pending.append((tr.new, tr.still, tr.cooled))
+        for hk in tr.new:
+            self._transitions.append(self._transition("hot", hk, "hot", now))
+        for hk, reason in tr.cooled:
+            self._transitions.append(self._transition("cool", hk, reason, now))
         if tr.new or tr.cooled:
             logger.debug(
-                "tick: %d new hot, %d cooled, %d hot", len(tr.new), len(tr.cooled), len(self._hot)
+                "eval: %d new hot, %d cooled, %d hot", len(tr.new), len(tr.cooled), len(self._hot)
             )
         m = self._metrics
         if m is not None:
@@ -386,14 +587,38 @@ class Detector:
                 n = sum(1 for _, r in tr.cooled if r == reason)
                 if n:
                     m.transitions.labels(kind=reason).inc(n)
-        return result
+
+    @staticmethod
+    def _transition(kind: str, hk: HotKey, reason: str, at: float) -> Transition:
+        db, key = decode_ident(hk.ident)
+        return Transition(
+            kind=kind,
+            key=key,
+            db=db,
+            rule=hk.rule.name,
+            at=at,
+            since=hk.since_wall,
+            rate=hk.rate,
+            peak=hk.peak,
+            reason=reason,
+        )
+
+    def _write_sums(self, idents: list[bytes]) -> dict[bytes, float] | None:
+        """Write counts of ``idents`` over all lanes' windows (None when no source could tell)."""
+        rings = [lane.wring for lane in self._lanes.values() if lane.wring is not None]
+        if not idents or not rings or not any(lane.ring.any_rw() for lane in self._lanes.values()):
+            return None
+        out = dict.fromkeys(idents, 0.0)
+        for ring in rings:
+            for k, v in ring.sums(idents).items():
+                out[k] += v
+        return out
 
     def _kinds(self, idents: list[bytes]) -> dict[bytes, str | None]:
         """Read/write mix of ``idents`` over the window (empty when no source could tell)."""
-        wring = self._wring
-        if not idents or wring is None or not self._ring.any_rw():
+        writes = self._write_sums(idents)
+        if writes is None:
             return {}
-        writes = wring.sums(idents)
         window = self.config.window
         out: dict[bytes, str | None] = {}
         for ident in idents:
@@ -406,7 +631,7 @@ class Detector:
             )
         return out
 
-    def _entry(self, hk: HotKey) -> HotEntry:
+    def _entry(self, hk: HotKey, lag_ms: int | None = None) -> HotEntry:
         db, key = decode_ident(hk.ident)
         return HotEntry(
             key=key,
@@ -416,6 +641,8 @@ class Detector:
             since=hk.since_wall,
             db=db,
             kind=hk.kind,
+            as_of=self._as_of if lag_ms is not None else None,
+            lag_ms=lag_ms,
         )
 
     @staticmethod
@@ -423,10 +650,17 @@ class Detector:
         db, key = decode_ident(hk.ident)
         return CoolEntry(key=key, rule=hk.rule.name, db=db)
 
+    def stop_transitions(self) -> list[Transition]:
+        """``cool`` transitions (reason ``stop``) for every key hot now: the daemon stops."""
+        return [self._transition("cool", hk, "stop", self._eval_now) for hk in self._hot]
+
     # -- queries ------------------------------------------------------------------------
     def hot(self) -> list[HotEntry]:
-        """The current hot set with the rates of the last tick, highest rate first."""
-        return sorted((self._entry(hk) for hk in self._hot), key=lambda e: (-e.rate, e.db, e.key))
+        """The current hot set with the rates of the last evaluation, highest rate first."""
+        lag_ms = max(0, round((self._clock.time() - self._as_of) * 1000))
+        return sorted(
+            (self._entry(hk, lag_ms) for hk in self._hot), key=lambda e: (-e.rate, e.db, e.key)
+        )
 
     def top(self, n: int | None = None) -> list[RateEntry]:
         """The ``n`` (default ``config.top_n``) highest rates at the last tick.

@@ -40,6 +40,7 @@ class HotKey:
     announced: float
     below_since: float | None = None
     kind: str | None = None
+    peak: float = 0.0  # highest rate since it turned hot
 
 
 @dataclass(slots=True)
@@ -103,6 +104,8 @@ class HotSet:
         for ident, hk in list(self._hot.items()):
             rule = rule_of(ident)
             hk.rate = rates.get(ident, 0.0)
+            if hk.rate > hk.peak:
+                hk.peak = hk.rate
             if rule.ignore:
                 cooled.append((self._hot.pop(ident), "ignore"))
                 continue
@@ -141,7 +144,9 @@ class HotSet:
                 heapq.heappop(lowest)
                 victim = self._hot.pop(low_ident)
                 cooled.append((victim, "evict"))
-            hk = HotKey(ident, rule, rate, since_wall=now_wall, since_mono=now, announced=now)
+            hk = HotKey(
+                ident, rule, rate, since_wall=now_wall, since_mono=now, announced=now, peak=rate
+            )
             self._hot[ident] = hk
             new.append(hk)
             if lowest is not None:

@@ -15,6 +15,7 @@ slot's caches are dropped so the next evaluation sees the new counts.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from hotkeyd.sketch import SketchLike
 
@@ -148,18 +149,26 @@ class SubWindowRing:
         return out
 
     def sums(self, keys: Iterable[bytes]) -> dict[bytes, float]:
-        """Scaled access counts of ``keys`` over the closed sub-windows of the window."""
-        out = dict.fromkeys(keys, 0.0)
+        """Scaled access counts of ``keys`` over the closed sub-windows of the window.
+
+        Column-wise (one ``map`` per slot, one ``zip``/``sum`` across them), so the work per
+        key and slot runs in C: this is most of an evaluation's cost.
+        """
+        keys = list(keys)
+        keyset = set(keys)
+        cols: list[Any] = []
         for s in self._closed_slots():
-            f = s.factor
             cache = s.est
             if len(cache) > self._cache_cap:
                 cache.clear()
             estimate = s.sketch.estimate
-            for key in out:
-                c = cache.get(key)
-                if c is None:
-                    c = cache[key] = estimate(key)
-                if c:
-                    out[key] += c * f
-        return out
+            for key in keyset.difference(cache):
+                cache[key] = estimate(key)
+            col: Any = map(cache.__getitem__, keys)
+            f = s.factor
+            if f != 1.0:
+                col = (c * f for c in col)
+            cols.append(col)
+        if not cols:
+            return dict.fromkeys(keys, 0.0)
+        return dict(zip(keys, map(float, map(sum, zip(*cols, strict=True))), strict=True))

@@ -24,7 +24,7 @@ def test_late_and_on_time_counted_lines_share_one_grammar() -> None:
     clock = ManualClock()
     det = Detector(DetectorConfig(), RuleSet.default(), clock)
     on_time = det.ingest(Batch(lines=lines, counted=True, ts=clock.time()))
-    late = det.ingest(Batch(lines=lines, counted=True, ts=clock.time() - 3600))
+    late = det.ingest(Batch(lines=lines, counted=True, ts=clock.time() - 5))  # > 1 window old
     assert on_time.malformed == 6 and on_time.events == 7 + 4294967295
     assert late.malformed == on_time.malformed
     assert late.late == on_time.events

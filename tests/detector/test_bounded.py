@@ -33,6 +33,8 @@ def test_millions_of_distinct_keys_keep_state_bounded(kind: str) -> None:
     rules = parse_rules(RULES, cache_size=256)
     clock = ManualClock()
     det = Detector(config, rules, clock, sketch_factory=factory)
+    assert det.nbytes == 0  # lanes are allocated when their source's first batch comes
+    det.ingest(Batch(lines=b"first\n", source="load"))
     nbytes = det.nbytes
     per_tick = 100_000
     hot_lines = b"".join(b"u:%d:x\n" % i * 150 for i in range(5))  # 1500/s each, > 1000

@@ -74,10 +74,11 @@ def test_detector_grows_the_store_for_long_keys() -> None:
         det.ingest(Batch(lines=lines, source="t"))
         clock.advance(config.tick)
         det.tick()
-    sketches = [slot.sketch for slot in det._ring._slots]
+    ring = det._lanes[""].ring  # the processing-time lane (batches without ts)
+    sketches = [slot.sketch for slot in ring._slots]
     assert all(sk.key_bytes >= 200 * 150 for sk in sketches)
     assert all(sk.nbytes <= config.memory // (config.subwindows + 1) for sk in sketches)
     assert det.nbytes <= config.memory
-    closed = det._ring.slot(det._ring.cur - 1).sketch
+    closed = ring.slot(ring.cur - 1).sketch
     assert len(closed) == 200 and closed.space_evictions == 0
     assert {k for k, _ in closed.topk()} == set(keys[:200])

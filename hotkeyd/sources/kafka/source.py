@@ -44,6 +44,7 @@ from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sources.kafka.dlq import DeadLetters
 from hotkeyd.sources.kafka.lag import LagProbe
+from hotkeyd.sources.kafka.pace import Pacer
 
 __all__ = ["KafkaSource"]
 
@@ -80,6 +81,8 @@ class KafkaSource:
         close_timeout: seconds ``close`` waits for the consumer thread (leaving the group,
             final commit); a stuck thread is abandoned after that (it is a daemon thread).
         lag_every: seconds between two lag measurements (0 disables the probe).
+        max_lag: seconds a partition may lag before it seeks ahead (``--max-lag``; None:
+            never). See :mod:`hotkeyd.sources.kafka.pace`.
     """
 
     name = "kafka"
@@ -98,6 +101,7 @@ class KafkaSource:
         stall_after: float = 30.0,
         close_timeout: float = 5.0,
         lag_every: float = _LAG_EVERY,
+        max_lag: float | None = None,
     ) -> None:
         self.settings = settings
         self._metrics = metrics
@@ -123,6 +127,7 @@ class KafkaSource:
             if settings.dlq_topic
             else None
         )
+        self._pacer = Pacer(self.name, metrics, max_lag=max_lag)
         self._fetched: dict[Any, int] = {}
         self._highwater: dict[Any, int] = {}  # tp -> high watermark of the last fetch
         self._lag_at = 0.0
@@ -180,6 +185,13 @@ class KafkaSource:
                 if off > self._acked.get(tp, -1):
                     self._acked[tp] = off
             self._handed.clear()
+
+    def idle_watermark(self) -> float | None:
+        """Wall time up to which every record has been handed out, when caught up."""
+        with self._cond:
+            if self._queue:
+                return None
+        return self._pacer.idle_watermark()
 
     @property
     def exhausted(self) -> bool:
@@ -334,13 +346,18 @@ class KafkaSource:
                 full = False
         if not full:
             self._poll_since = self._clock.monotonic()
+            started = self._clock.time()
             polled = consumer.poll(timeout_ms=_POLL_MS)
             self._poll_since = None
+            self._pacer.polled(started, sum(map(len, polled.values())) if polled else 0)
             if polled:
                 self._ingest(polled)
+                newest = {tp: recs[-1].timestamp for tp, recs in polled.items() if recs}
+                self._pacer.fast_forward(consumer, newest, self._clock.time())
         now = self._clock.monotonic()
         if now - self._lag_at >= _LAG_EVERY:
             self._lag_at = now
+            self._pacer.update_shed()
             self._watch_connection(consumer, now)
             self._check_positions(consumer)
 
@@ -387,6 +404,9 @@ class KafkaSource:
                 continue
             nrec += len(records)
             batches, bad = self._decoder.decode(records)
+            lane = f"{tp.topic}[{tp.partition}]"  # each partition has its own event time
+            for b in batches:
+                b.meta["lane"] = lane
             if bad:
                 self._reject(tp, bad)
             next_offset = records[-1].offset + 1

@@ -1,0 +1,195 @@
+"""Timestamped trace files as event-time batches.
+
+Formats (detected from the first non-empty line):
+
+- text: ``<ts> <key>`` or ``<ts> <key> <count>`` per line, space or TAB separated;
+  ``ts`` in Unix seconds (or milliseconds, when above 1e11). Keys cannot contain spaces
+  here: use JSON lines for those. Parsed by a C fast path (``_trace``; pure-Python twin
+  ``_trace_py`` when ``HOTKEYD_PURE_PYTHON=1`` or not built).
+- JSON lines: ``{"ts": 1764470000.25, "key": "item:1", "count": 3}`` (``count`` default
+  1; ``"enc": "base64"`` for binary keys; ``db`` default 0); the timestamp field is
+  ``ts`` unless told otherwise.
+
+Lines must be roughly in time order: an event more than one window older than the newest
+so far is counted as late, like a straggler in a live stream. Bad lines are counted as
+malformed, never fatal.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from hotkeyd.batch import Batch
+
+__all__ = ["IMPLEMENTATION", "TraceStats", "read_trace", "split_ticks"]
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 8 << 20
+
+
+def _load() -> tuple[Callable[..., Any], str]:
+    if os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0"):
+        from hotkeyd.replay._trace_py import split_ticks as pure
+
+        return pure, "python"
+    try:
+        from hotkeyd.replay._trace import split_ticks as native
+    except ImportError as exc:  # no compiler where this was installed
+        logger.warning("hotkeyd.replay._trace unavailable (%s); using the pure-Python twin", exc)
+        from hotkeyd.replay._trace_py import split_ticks as pure
+
+        return pure, "python"
+    return native, "native"
+
+
+split_ticks, IMPLEMENTATION = _load()
+
+
+@dataclass
+class TraceStats:
+    """What reading a trace found."""
+
+    lines_events: int = 0
+    malformed: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+
+    def saw(self, ts: float) -> None:
+        if self.first_ts is None or ts < self.first_ts:
+            self.first_ts = ts
+        if self.last_ts is None or ts > self.last_ts:
+            self.last_ts = ts
+
+
+def read_trace(
+    f: IO[bytes],
+    tick: float,
+    stats: TraceStats,
+    *,
+    ts_field: str = "ts",
+    start: float | None = None,
+    end: float | None = None,
+    source: str = "replay",
+) -> Iterator[Batch]:
+    """Batches of one tick each (``Batch.ts`` mid-tick), in file order.
+
+    Events outside ``[start, end)`` (when given) are left out without being counted.
+    """
+    head = f.read(_CHUNK)
+    first = head.lstrip()[:1]
+    if first == b"{":
+        yield from _json_lines(head, f, tick, stats, ts_field, start, end, source)
+        return
+    carry = b""
+    buf = head
+    while buf:
+        data = carry + buf
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+        else:
+            carry = data[cut:]
+            yield from _segments(data[:cut], tick, stats, start, end, source)
+        buf = f.read(_CHUNK)
+    if carry:
+        yield from _segments(carry, tick, stats, start, end, source)
+
+
+def _segments(
+    data: bytes, tick: float, stats: TraceStats, start: float | None, end: float | None, source: str
+) -> Iterator[Batch]:
+    segments, events, malformed = split_ticks(data, tick)
+    stats.malformed += malformed
+    for index, lines in segments:
+        ts = (index + 0.5) * tick
+        if (start is not None and ts < start) or (end is not None and ts >= end):
+            continue
+        stats.saw(ts)
+        yield Batch(lines=lines, counted=True, ts=ts, source=source)
+    stats.lines_events += events
+
+
+def _json_lines(
+    head: bytes,
+    f: IO[bytes],
+    tick: float,
+    stats: TraceStats,
+    ts_field: str,
+    start: float | None,
+    end: float | None,
+    source: str,
+) -> Iterator[Batch]:
+    cur: int | None = None
+    dbs: dict[int, tuple[list[bytes], list[int]]] = {}
+
+    def flush() -> Iterator[Batch]:
+        if cur is None:
+            return
+        ts = (cur + 0.5) * tick
+        if (start is not None and ts < start) or (end is not None and ts >= end):
+            return
+        for db, (ks, cs) in sorted(dbs.items()):
+            if ks:
+                stats.saw(ts)
+                yield Batch(keys=ks, counts=cs, ts=ts, db=db, source=source)
+
+    carry = b""
+    buf = head
+    while buf or carry:
+        data = carry + buf
+        lines = data.split(b"\n")
+        carry = lines.pop() if buf else b""
+        for line in lines:
+            if not line.strip():
+                continue
+            got = _json_event(line, ts_field)
+            if got is None:
+                stats.malformed += 1
+                continue
+            ts, key, n, db = got
+            index = math.floor(ts / tick + 1e-9)
+            if index != cur:
+                yield from flush()
+                cur = index
+                dbs = {}
+            ks, cs = dbs.setdefault(db, ([], []))
+            ks.append(key)
+            cs.append(n)
+            stats.lines_events += n
+        if not buf:
+            break
+        buf = f.read(_CHUNK)
+    yield from flush()
+
+
+def _json_event(line: bytes, ts_field: str) -> tuple[float, bytes, int, int] | None:
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    ts, key, n, db = doc.get(ts_field), doc.get("key"), doc.get("count", 1), doc.get("db", 0)
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
+        return None
+    if not isinstance(key, str) or not key:
+        return None
+    if type(n) is not int or not 0 < n <= 0xFFFFFFFF or type(db) is not int or db < 0:
+        return None
+    if doc.get("enc") == "base64":
+        try:
+            raw = base64.b64decode(key, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    else:
+        raw = key.encode("utf-8", "surrogatepass")
+    return (ts / 1000.0 if ts > 1e11 else float(ts)), raw, n, db

@@ -1,0 +1,47 @@
+"""Apache Kafka compatibility suite: one real KRaft broker for the session.
+
+The broker's jars are fetched by ``make kafka-jars`` (``make test`` runs it). Without
+them the suite is skipped locally and fails under CI (``CI`` set), like every
+integration test here. kafka-python is imported once with its deprecation warning
+silenced (see tests/kafka/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+with warnings.catch_warnings():
+    warnings.filterwarnings(
+        "ignore", message="(read|open)_text is deprecated", category=DeprecationWarning
+    )
+    import kafka
+    import kafka.admin
+    import kafka.consumer.group
+    import kafka.producer  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from apache_broker import ApacheKafka, jars_present
+
+
+@pytest.fixture(scope="session")
+def apache_kafka() -> Iterator[ApacheKafka]:
+    if not jars_present():
+        msg = "Apache Kafka jars missing: run `make kafka-jars` (Java 17 and Maven)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    with ApacheKafka() as kb:
+        yield kb
+
+
+@pytest.fixture
+def topic_name() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
