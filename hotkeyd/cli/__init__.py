@@ -9,15 +9,21 @@ operator's views).
 
 from __future__ import annotations
 
-import json
-import os
-import time
-from typing import Any
+import sys
 
-import click
+from hotkeyd.daemon.signals import install_early, take_early
 
-from hotkeyd import __version__
-from hotkeyd.cli.common import config_option, exit_with, redis_options, settings_options
+install_early(sys.argv)  # before the imports below: see hotkeyd.daemon.signals
+
+import json  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from hotkeyd import __version__  # noqa: E402
+from hotkeyd.cli.common import config_option, exit_with, redis_options, settings_options  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -45,19 +51,22 @@ def run(print_config: bool, **opts: Any) -> None:
       hotkeyd run -s 'kafka://127.0.0.1:9092/accesses?group=hotkeyd&format=lines' --redis-url ...
       hotkeyd run -s redis-monitor://127.0.0.1:6379 --monitor-duty 0.2 --redis-url ...
     """
-    from hotkeyd.daemon.config import Settings
-    from hotkeyd.daemon.logs import configure_logging
-    from hotkeyd.daemon.service import Service, run_until_signalled
+    from hotkeyd.daemon.signals import SignalLatch
 
-    def go() -> int:
-        settings = Settings.from_mapping(opts)
-        if print_config:
-            click.echo(json.dumps(settings.redacted(), default=str, indent=2))
-            return 0
-        configure_logging(settings.log_level)
-        return run_until_signalled(Service(settings))
+    with take_early() or SignalLatch() as latch:  # a SIGHUP during start-up must not kill us
+        from hotkeyd.daemon.config import Settings
+        from hotkeyd.daemon.logs import configure_logging
+        from hotkeyd.daemon.service import Service, run_until_signalled
 
-    exit_with(go)
+        def go() -> int:
+            settings = Settings.from_mapping(opts)
+            if print_config:
+                click.echo(json.dumps(settings.redacted(), default=str, indent=2))
+                return 0
+            configure_logging(settings.log_level)
+            return run_until_signalled(Service(settings), latch)
+
+        exit_with(go)
 
 
 @cli.command()

@@ -15,6 +15,7 @@ keys hot until their ``ttl_ms`` runs out: another instance may take over.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -26,6 +27,7 @@ from hotkeyd.auth import MessageAuth
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import make_sources
+from hotkeyd.daemon.signals import SignalLatch
 from hotkeyd.detector import Detector
 from hotkeyd.detector.rules import RuleSet, load_rules
 from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
@@ -180,7 +182,7 @@ class Service:
             return False
         try:
             rules = load_rules(self.settings.rules)
-        except HotkeydError as exc:
+        except Exception as exc:  # RulesError, or anything a hostile file provokes
             logger.error("rules reload rejected, old rules stay in force: %s", exc)
             self.metrics.rule_reloads.labels(result="rejected").inc()
             return False
@@ -475,26 +477,17 @@ def _rate_json(r: Any) -> dict[str, Any]:
     return out
 
 
-def run_until_signalled(service: Service) -> int:
-    """Run ``service`` in this (main) thread with SIGTERM/SIGINT/SIGHUP handlers."""
-    import signal
+def run_until_signalled(service: Service, latch: SignalLatch | None = None) -> int:
+    """Run ``service`` in this (main) thread with SIGTERM/SIGINT/SIGHUP handlers.
 
-    def _stop(signum: int, frame: object) -> None:
-        logger.info("received %s; shutting down", signal.Signals(signum).name)
-        service.request_stop()
-
-    def _hup(signum: int, frame: object) -> None:
-        service.request_reload()
-
-    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGHUP, _hup)
-    try:
+    ``latch``: handlers installed earlier (``hotkeyd run`` installs them before building
+    the service); signals it recorded meanwhile are applied now.
+    """
+    with contextlib.ExitStack() as stack:
+        if latch is None:
+            latch = stack.enter_context(SignalLatch())
+        latch.attach(service)
         started = time.monotonic()
         code = service.run()
         logger.debug("ran for %.1fs", time.monotonic() - started)
         return code
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)

@@ -235,7 +235,13 @@ class RuleSet:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite int or float that fits a float (a 400-digit integer does not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 class _Ctx:
@@ -254,7 +260,10 @@ class _Ctx:
 
 
 def _got(v: Any) -> str:
-    return f"got {v!r}" if not isinstance(v, (dict, list)) else f"got a {type(v).__name__}"
+    if isinstance(v, (dict, list)):
+        return f"got a {type(v).__name__}"
+    shown = repr(v)
+    return f"got {shown}" if len(shown) <= 60 else f"got {shown[:40]}... ({len(shown)} characters)"
 
 
 def _number(
@@ -395,8 +404,22 @@ def parse_rules(
         cache_size: bound of the rule lookup LRU.
 
     Raises:
-        RulesError: naming the line, rule and field at fault.
+        RulesError: naming the line, rule and field at fault; nothing else, whatever
+            the text (deep nesting, 400-digit numbers ...).
     """
+    try:
+        return _parse_rules(text, source, cache_size)
+    except RulesError:
+        raise
+    except RecursionError:
+        raise RulesError(f"{source}: nested too deeply") from None
+    except Exception as exc:  # e.g. OverflowError: a 400-digit threshold
+        raise RulesError(
+            f"{source}: invalid value: {type(exc).__name__}: {str(exc)[:120]}"
+        ) from None
+
+
+def _parse_rules(text: str, source: str, cache_size: int) -> RuleSet:
     data = parse_toml(text, source)
     ctx = _Ctx(source, locate_fields(text))
     top: tuple[Any, ...] = ()

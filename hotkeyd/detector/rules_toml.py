@@ -44,6 +44,10 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
             msg = msg[: m.start()]
             raise RulesError(f"{source} line {m.group(1)}: TOML syntax error: {msg}") from exc
         raise RulesError(f"{source}: TOML syntax error: {msg}") from exc
+    except RecursionError:
+        raise RulesError(f"{source}: TOML nested too deeply") from None
+    except Exception as exc:  # e.g. an integer of more than 4,300 digits (ValueError)
+        raise RulesError(f"{source}: cannot parse: {str(exc)[:120]}") from None
 
 
 def _unquote(key: str) -> str:
