@@ -30,7 +30,7 @@ from hotkeyd.daemon.factory import make_sources
 from hotkeyd.daemon.signals import SignalLatch
 from hotkeyd.detector import Detector
 from hotkeyd.detector.rules import RuleSet, load_rules
-from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
+from hotkeyd.errors import ConfigError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
 from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
 from hotkeyd.sources.base import Source
