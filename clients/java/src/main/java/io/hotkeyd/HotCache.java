@@ -83,7 +83,8 @@ public final class HotCache implements AutoCloseable {
     this.subscriber =
         b.subscriber != null
             ? b.subscriber
-            : Subscriber.builder(b.jedis).namespace(b.namespace).clock(b.clock).build();
+            : Subscriber.builder(b.jedis).namespace(b.namespace).clock(b.clock).auth(b.auth)
+                .build();
     this.hotset = subscriber.hotset();
     this.hot = hotset.items();
     this.clock = hotset.clock();
@@ -125,6 +126,7 @@ public final class HotCache implements AutoCloseable {
     private Duration demandInterval = Duration.ofMillis(250);
     private Broadcast broadcast = Broadcast.ALWAYS;
     private String appId;
+    private MessageAuth auth;
 
     private Builder(UnifiedJedis jedis) {
       this.jedis = jedis;
@@ -197,6 +199,12 @@ public final class HotCache implements AutoCloseable {
     /** This app instance's id (invalidation origin, demand reports); pid and random default. */
     public Builder appId(String id) {
       this.appId = id;
+      return this;
+    }
+
+    /** Accept only signed notifications (the daemon's --auth-key-file; see MessageAuth). */
+    public Builder auth(MessageAuth auth) {
+      this.auth = auth;
       return this;
     }
 

@@ -60,6 +60,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     this.backoff = new Backoff(b.backoffBase, b.backoffCap);
     this.eventsChannel = namespace.channel().getBytes(StandardCharsets.UTF_8);
     this.invalidateChannel = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
+    setAuth(b.auth);
   }
 
   public static Builder builder(UnifiedJedis jedis) {
@@ -76,6 +77,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     private double staleAfterSeconds = 30.0;
     private long expireIntervalMillis = 50;
     private long resyncIntervalMillis = 60_000;
+    private MessageAuth auth;
     private double backoffBase = 0.05;
     private double backoffCap = 5.0;
 
@@ -125,6 +127,12 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     public Builder backoff(double baseSeconds, double capSeconds) {
       this.backoffBase = baseSeconds;
       this.backoffCap = capSeconds;
+      return this;
+    }
+
+    /** Accept only messages signed with these keys (see {@link MessageAuth}). */
+    public Builder auth(MessageAuth auth) {
+      this.auth = auth;
       return this;
     }
 
@@ -217,7 +225,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     List<Message> out = new ArrayList<>();
     for (int i = 0; i < keys.length; i++) {
       byte[] raw = raws.get(i);
-      if (raw == null) {
+      if (raw == null || (raw = verified(raw)) == null) {
         continue;
       }
       try {

@@ -19,9 +19,29 @@ public class SubscriberCore {
   private final List<Consumer<byte[]>> invalidationListeners = new CopyOnWriteArrayList<>();
   private final List<Runnable> resetListeners = new CopyOnWriteArrayList<>();
 
+  private volatile MessageAuth auth;
+
   public SubscriberCore(HotSet hotset, Namespace namespace) {
     this.hotset = hotset;
     this.namespace = namespace;
+  }
+
+  /** Read only messages and snapshots signed with a shared key (null: accept unsigned). */
+  public void setAuth(MessageAuth auth) {
+    this.auth = auth;
+  }
+
+  /** The body of a signed message or snapshot, or null (counted) if it does not verify. */
+  protected byte[] verified(byte[] data) {
+    MessageAuth a = auth;
+    if (a == null) {
+      return data;
+    }
+    byte[] body = a.verify(data);
+    if (body == null && Long.bitCount(stats.unsigned.incrementAndGet()) == 1) {
+      LOG.warn("dropped an unsigned or forged message on {}", namespace.channel());
+    }
+    return body;
   }
 
   public HotSet hotset() {
@@ -82,6 +102,10 @@ public class SubscriberCore {
     try {
       if (data.length > MAX_MESSAGE_BYTES) {
         throw new WireException("message of " + data.length + " bytes (limit " + MAX_MESSAGE_BYTES + ")");
+      }
+      data = verified(data);
+      if (data == null) {
+        return null;
       }
       msg = Message.parse(data);
     } catch (WireException e) {

@@ -13,6 +13,8 @@ public final class SubscriberStats {
   public final AtomicLong connects = new AtomicLong();
   public final AtomicLong reconnects = new AtomicLong();
   public final AtomicLong badMessages = new AtomicLong();
+  /** Messages and snapshots dropped because they were unsigned or did not verify. */
+  public final AtomicLong unsigned = new AtomicLong();
   /** Malformed entries left out of otherwise good messages. */
   public final AtomicLong badEntries = new AtomicLong();
   /** Well-formed messages not believed (ts far in the future, seq far ahead): dropped. */

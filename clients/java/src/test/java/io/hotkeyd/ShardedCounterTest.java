@@ -72,4 +72,32 @@ class ShardedCounterTest {
     assertEquals(-1, c.take("late", 1));
     c.clear();
   }
+
+  /** Python's ShardedCounter on the same keys: both languages share one counter. */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void javaAndPythonShareOneCounter(boolean hashTag) throws Exception {
+    String name = "shared:" + hashTag + System.nanoTime();
+    ShardedCounter c = new ShardedCounter(jedis, name, 4, hashTag);
+    c.setTotal(10);
+    java.nio.file.Path py = java.nio.file.Path.of(System.getProperty("hotkeyd.spec", "../../spec"),
+        "..", ".venv", "bin", "python");
+    if (System.getenv("CI") == null) {
+      org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.exists(py), "no .venv");
+    }
+    String script = "import redis,sys; from hotkeyd.client import ShardedCounter as S; "
+        + "c=S(redis.Redis(port=int(sys.argv[1])), sys.argv[2], shards=4, hash_tag=sys.argv[3]=='1'); "
+        + "print(c.take('py-user', 3), c.shard_of('user-9'), c.value())";
+    Process p = new ProcessBuilder(py.toString(), "-c", script, Integer.toString(server.port), name,
+        hashTag ? "1" : "0").redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes()).trim();
+    assertEquals(0, p.waitFor(), out);
+    String[] parts = out.split(" ");
+    assertEquals("7", parts[0], out);
+    assertEquals(Integer.toString(c.shardOf("user-9")), parts[1]);
+    assertEquals(7, c.value());
+    assertEquals(0, c.take("java-user", 7));
+    assertEquals(-1, c.take("java-user", 1));
+    c.clear();
+  }
 }
