@@ -21,13 +21,14 @@ from hotkeyd.client.idempotency.core import (
     GuardSettings,
     GuardStats,
     Prepared,
+    check_client,
     duplicate,
     from_store,
 )
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome, parse_begin, parse_fenced
 from hotkeyd.client.idempotency.store import DurableStore
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.errors import ClientError, IdempotencyError, LeaseLostError
+from hotkeyd.errors import IdempotencyError, LeaseLostError
 
 __all__ = ["AsyncIdempotencyGuard"]
 
@@ -47,10 +48,9 @@ class AsyncIdempotencyGuard:
         clock: Clock | None = None,
         **settings: Any,
     ) -> None:
-        if client.connection_pool.connection_kwargs.get("decode_responses"):
-            raise ClientError("the idempotency guard needs a client with decode_responses=False")
         self.client = client
         self.settings = GuardSettings(**settings)
+        check_client(client, self.settings)
         self.store = store
         self.clock = clock or SystemClock()
         self._begin = client.register_script(scripts.BEGIN)

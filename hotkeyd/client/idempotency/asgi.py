@@ -42,6 +42,10 @@ class _TooLarge(ClientError):
     pass
 
 
+class _Disconnected(ClientError):
+    pass
+
+
 class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
     """Guard requests that carry an Idempotency-Key (see the module docstring).
 
@@ -69,6 +73,8 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
                 return
             body = await _read_body(receive, pol.max_body)
             b = await self.guard.begin(key, pol.fingerprint_of(req, body), wait=pol.wait)
+        except _Disconnected:
+            return
         except _TooLarge:
             await _send(send, error_response(413, f"request body over {pol.max_body} bytes"))
             return
@@ -102,8 +108,8 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
     size = 0
     while True:
         msg = await receive()
-        if msg["type"] == "http.disconnect":
-            break
+        if msg["type"] == "http.disconnect":  # gone before the whole body came: nothing to run
+            raise _Disconnected
         chunk = msg.get("body", b"")
         size += len(chunk)
         if size > limit:

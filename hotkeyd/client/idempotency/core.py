@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import redis.exceptions as rexc
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
 
 from hotkeyd.client.idempotency.keys import check_key, fingerprint, record_digest
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
 from hotkeyd.client.idempotency.store import StoredFinal
 from hotkeyd.conn.redis import translate_redis_error
 from hotkeyd.errors import (
+    ClientError,
     ConfigError,
     DuplicateCompletionError,
     IdempotencyKeyError,
@@ -31,6 +34,7 @@ __all__ = [
     "GuardSettings",
     "GuardStats",
     "Prepared",
+    "check_client",
     "duplicate",
     "from_store",
 ]
@@ -182,6 +186,22 @@ class GuardSettings:
         """The durable store's row for a completion."""
         digest = record_digest(self.scope, lease.key)
         return StoredFinal(digest, lease.key, lease.fingerprint, failed, lease.token, result)
+
+
+def check_client(client: Any, settings: GuardSettings) -> None:
+    """Refuse clients the guard cannot work with, with one clear line each."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        kwargs = pool.connection_kwargs
+    else:  # RedisCluster keeps them per node
+        kwargs = getattr(client, "get_connection_kwargs", dict)()
+    if kwargs.get("decode_responses"):
+        raise ClientError("the idempotency guard needs a client with decode_responses=False")
+    if isinstance(client, (RedisCluster, AsyncRedisCluster)) and settings.audit_maxlen:
+        raise ConfigError(
+            "on Redis Cluster the audit stream and the records live in different slots: "
+            "pass audit_maxlen=0 (records alone work on a cluster)"
+        )
 
 
 def from_store(stored: StoredFinal, p: Prepared) -> Begin:

@@ -31,13 +31,14 @@ from hotkeyd.client.idempotency.core import (
     GuardSettings,
     GuardStats,
     Prepared,
+    check_client,
     duplicate,
     from_store,
 )
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome, parse_begin, parse_fenced
 from hotkeyd.client.idempotency.store import DurableStore
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.errors import ClientError, IdempotencyError, LeaseLostError
+from hotkeyd.errors import IdempotencyError, LeaseLostError
 
 __all__ = ["IdempotencyGuard"]
 
@@ -63,11 +64,9 @@ class IdempotencyGuard:
         sleep: Callable[[float], None] = time.sleep,
         **settings: Any,
     ) -> None:
-        pool = getattr(client, "connection_pool", None)
-        if pool is not None and pool.connection_kwargs.get("decode_responses"):
-            raise ClientError("the idempotency guard needs a client with decode_responses=False")
         self.client = client
         self.settings = GuardSettings(**settings)
+        check_client(client, self.settings)
         self.store = store
         self.clock = clock or SystemClock()
         self.sleep = sleep
