@@ -8,7 +8,7 @@ should import the other.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Batch"]
@@ -46,4 +46,3 @@ class Batch:
     write_counts: Sequence[int] | None = None
     db: int = 0
     source: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)

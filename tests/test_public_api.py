@@ -87,3 +87,33 @@ def test_every_error_derives_from_the_one_root() -> None:
 def test_every_error_is_exported_from_the_package() -> None:
     for name in errors.__all__:
         assert getattr(hotkeyd, name) is getattr(errors, name)
+
+
+def test_dead_code_stays_gone() -> None:
+    """Removed as unused (issue 10): each was read only by tests, or by nothing."""
+    import hotkeyd.cli.demo as demo
+    from hotkeyd.batch import Batch
+    from hotkeyd.client.hotset import HotSet as ClientHotSet
+    from hotkeyd.detector.state import HotSet as DetectorHotSet
+
+    assert not hasattr(demo, "_message_printer")
+    assert not hasattr(DetectorHotSet, "remove_all")
+    assert not hasattr(ClientHotSet, "forget_instance")
+    assert "meta" not in Batch.__slots__  # no dict allocated per batch
+
+
+def test_the_runtime_needs_no_numpy() -> None:
+    """numpy was a runtime dependency only for the demo's workload generator."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "from hotkeyd.sources.synthetic import SyntheticSource\n"
+        "import hotkeyd.cli, hotkeyd.daemon.service, hotkeyd.client\n"
+        "src = SyntheticSource(rate=1000, universe=100, duration=0.05)\nsrc.start()\n"
+        "import time; time.sleep(0.06)\n"
+        "assert src.next_batch(0.0)[0].lines.count(b'\\n') >= 40\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

@@ -326,7 +326,3 @@ def _summary_text(s: DemoSummary) -> str:
             "(the app's cache; its demand reports kept the key hot)"
         )
     return "\n".join(rows)
-
-
-def _message_printer(msg: Message) -> None:  # pragma: no cover - debugging aid
-    logger.debug("demo message %s", msg)

@@ -283,16 +283,6 @@ class HotSet:
         self._notify(turned_hot, cooled)
         return ApplyResult.APPLIED
 
-    def forget_instance(self, instance: str) -> None:
-        """Drop the sequence state of ``instance`` so its next message triggers a resync.
-
-        Its keys stay until their TTL, as for a ``final`` message.
-        """
-        with self._lock:
-            st = self._instances.get(instance)
-            if st is not None:
-                st.seq = None
-
     def expire(self) -> int:
         """Remove keys whose TTL passed; returns how many cooled. Call periodically."""
         now = self.clock.monotonic()

@@ -51,7 +51,7 @@ from hotkeyd.detector.state import HotKey, HotSet
 from hotkeyd.errors import ConfigError, SketchError
 from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.sketch import SketchLike
+from hotkeyd.sketch import SketchLike, new_sketch
 from hotkeyd.wire import CoolEntry, HotEntry
 
 __all__ = ["Detector"]
@@ -70,10 +70,6 @@ class _Maker(Protocol):
 
 def _default_factory(config: DetectorConfig, memory: int) -> _Maker:
     """Makes one sketch of ``memory`` bytes; ``key_bytes=None`` is the sketch's default split."""
-    try:
-        from hotkeyd.sketch import new_sketch
-    except ImportError as exc:  # pragma: no cover - only before the sketch module exists
-        raise ConfigError(f"sketch kind {config.sketch!r} is unavailable: {exc}") from exc
 
     def make(key_bytes: int | None = None) -> SketchLike:
         try:

@@ -154,9 +154,3 @@ class HotSet:
         if cooled and still:
             still = [hk for hk in still if hk.ident in self._hot]
         return Transitions(new, still, cooled)
-
-    def remove_all(self) -> list[HotKey]:
-        """Forget every hot key (returns them)."""
-        out = list(self._hot.values())
-        self._hot.clear()
-        return out

@@ -3,15 +3,18 @@
 Used by ``hotkeyd demo``, the detection-latency benchmark and tests. Events are
 produced at the configured rates against the clock that is passed in, so the same
 source drives a real-time demo or a simulated run with a manual clock.
+
+Standard library only (``random.choices`` over cumulative Zipf weights): the demo
+must not make every install carry numpy.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock, SystemClock
@@ -71,11 +74,11 @@ class SyntheticSource:
         self.clock = clock or SystemClock()
         self.max_batch = max_batch
         self.events = 0
-        self._rng = np.random.default_rng(seed)
-        ranks = np.arange(1, universe + 1, dtype=np.float64)
-        weights = ranks**-alpha
-        self._cdf = np.cumsum(weights / weights.sum())
-        self._keys = np.array(zipf_keys(universe), dtype=object)
+        self._rng = random.Random(seed)
+        cum = list(itertools.accumulate(float(r) ** -alpha for r in range(1, universe + 1)))
+        total = cum[-1]
+        self._cdf = [c / total for c in cum]  # cumulative share of rank 1, 1..2, ...
+        self._keys = zipf_keys(universe)
         self._t0: float | None = None
         self._last = 0.0
         self._carry = 0.0
@@ -110,9 +113,7 @@ class SyntheticSource:
         n = min(int(want), self.max_batch)
         self._carry = want - n if n < self.max_batch else 0.0
         if n:
-            idx = np.searchsorted(self._cdf, self._rng.random(n))
-            np.minimum(idx, len(self._keys) - 1, out=idx)
-            parts.extend(self._keys[idx].tolist())
+            parts.extend(self._rng.choices(self._keys, cum_weights=self._cdf, k=n))
         for i, s in enumerate(self.spikes):
             lo, hi = max(self._last, s.start), min(now, s.end)
             if hi > lo:
@@ -124,8 +125,7 @@ class SyntheticSource:
         if not parts:
             return []
         if len(parts) > 1:
-            perm = self._rng.permutation(len(parts))
-            parts = [parts[j] for j in perm]
+            self._rng.shuffle(parts)
         self.events += len(parts)
         return [Batch(lines=b"\n".join(parts) + b"\n", source=self.name)]
 

@@ -20,11 +20,6 @@ from hotkeyd.detector import Detector, DetectorConfig, TickResult
 from hotkeyd.detector.rules import RuleSet
 from hotkeyd.metrics import Metrics
 
-try:
-    from hotkeyd.sketch import new_sketch
-except ImportError:  # the sketch module is written in parallel
-    new_sketch = None
-
 
 class ExactSketch:
     """Exact counts with a top-k view; same surface as ``hotkeyd.sketch.HeavyKeeper``."""
@@ -93,8 +88,6 @@ def sketch_factory_for(kind: str, config: DetectorConfig) -> Callable[[], Any] |
     """``None`` (the detector's default, the real sketch) or the exact stand-in."""
     if kind == "exact":
         return lambda: ExactSketch(k=config.k, max_key_len=config.max_key_len)
-    if new_sketch is None:
-        pytest.skip("hotkeyd.sketch is not available yet")
     return None
 
 

@@ -11,7 +11,7 @@ from hotkeyd.clock import ManualClock
 from hotkeyd.detector import Detector, DetectorConfig
 from hotkeyd.detector.rules import parse_rules
 
-from .conftest import ExactSketch, new_sketch
+from .conftest import ExactSketch
 
 RULES = """
 [default]
@@ -25,8 +25,6 @@ threshold = 1000
 
 @pytest.mark.parametrize("kind", ["exact", "native"])
 def test_millions_of_distinct_keys_keep_state_bounded(kind: str) -> None:
-    if kind == "native" and new_sketch is None:
-        pytest.skip("hotkeyd.sketch is not available yet")
     config = DetectorConfig(k=50, max_hot=20)
     # The exact stand-in drops keys past its capacity: bounded like a real sketch.
     factory = (lambda: ExactSketch(k=config.k, capacity=5000)) if kind == "exact" else None
@@ -60,8 +58,6 @@ def test_millions_of_distinct_keys_keep_state_bounded(kind: str) -> None:
 
 def test_rates_of_heavy_hitters_under_skewed_load() -> None:
     """Real sketch, Zipf-like background: heavy hitters' rates within a few percent."""
-    if new_sketch is None:
-        pytest.skip("hotkeyd.sketch is not available yet")
     rng = random.Random(7)
     clock = ManualClock()
     det = Detector(DetectorConfig(), parse_rules("[default]\nthreshold = 500\n"), clock)

@@ -66,23 +66,29 @@ class Tally:
     def __init__(self) -> None:
         self.total: dict[tuple[int, bytes], float] = {}
         self.writes: dict[tuple[int, bytes], float] = {}
-        self.servers: set[str] = set()
         self.batches = 0
+        self._src: Any = None
 
     def add(self, batches: list[Any]) -> None:
         for b in batches:
             self.batches += 1
-            self.servers.add(b.meta.get("server", ""))
             for k, c in zip(b.keys, b.counts or [1] * len(b.keys), strict=True):
                 self.total[(b.db, k)] = self.total.get((b.db, k), 0.0) + c * b.scale
             for k, c in zip(b.writes or [], b.write_counts or [], strict=True):
                 self.writes[(b.db, k)] = self.writes.get((b.db, k), 0.0) + c * b.scale
+
+    @property
+    def servers(self) -> set[str]:
+        """The tapped servers that delivered MONITOR lines (of the last pumped source)."""
+        taps = self._src.taps if self._src is not None else []
+        return {t.target.display for t in taps if t.lines}
 
     def reads(self, db: int, key: bytes) -> float:
         return self.total.get((db, key), 0.0) - self.writes.get((db, key), 0.0)
 
     def pump(self, src: Any, until: Callable[[Tally], bool], timeout: float = 10.0) -> bool:
         """Drain ``src`` until ``until(self)`` holds or ``timeout`` passes."""
+        self._src = src
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.add(src.next_batch(0.1))

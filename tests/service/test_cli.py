@@ -190,3 +190,19 @@ def test_a_source_read_error_makes_run_exit_1() -> None:
     )
     assert proc.returncode == 1
     assert "reading /proc/self/mem failed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("level", "kafka_debug"), [("debug", True), ("INFO", False)])
+def test_kafka_logs_show_with_log_level_debug(level: str, kafka_debug: bool) -> None:
+    """kafka-python's logger used to be pinned at max(CRITICAL, root): never shown."""
+    code = (
+        "import logging\n"
+        "from hotkeyd.daemon.logs import configure_logging\n"
+        f"configure_logging({level!r})\n"
+        "print(logging.getLogger('kafka.conn').isEnabledFor(logging.DEBUG),"
+        " logging.getLogger('kafka.conn').isEnabledFor(logging.ERROR))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
+    assert out == [str(kafka_debug), str(kafka_debug)]  # quiet (reconnect noise) unless debug

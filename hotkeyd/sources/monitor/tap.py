@@ -283,7 +283,6 @@ class Tap:
                     ts=ts,
                     scale=scale,
                     source=_SOURCE,
-                    meta={"server": self.target.display},
                 )
             )
         return out
