@@ -26,7 +26,12 @@ type CacheOptions struct {
 	HotSet         HotSetOptions
 	// SnapshotClient reads the daemon's snapshots when it publishes to another db.
 	SnapshotClient redis.UniversalClient
-	Logger         *slog.Logger
+	// Sharded: the deployment uses sharded pub/sub (the daemon's --sharded-pubsub):
+	// SSUBSCRIBE, and SPUBLISH for invalidations and demand reports.
+	Sharded bool
+	// Auth: read only messages signed with one of these keys (the daemon's --auth-key-file).
+	Auth   *MessageAuth
+	Logger *slog.Logger
 }
 
 // HotCache serves hot keys from process memory and passes everything else to Redis.
@@ -36,16 +41,17 @@ type CacheOptions struct {
 // lost a reader sees a value at most that old. Writes through the cache publish an
 // invalidation in the same round trip, and every HotCache drops its copy.
 type HotCache struct {
-	client redis.UniversalClient
-	sub    *Subscriber
-	hotset *HotSet
-	local  *localCache
-	demand *demandReporter
-	db     int
-	origin string
-	ns     Namespace
-	maxTTL float64
-	clock  Clock
+	client  redis.UniversalClient
+	sub     *Subscriber
+	hotset  *HotSet
+	local   *localCache
+	demand  *demandReporter
+	db      int
+	origin  string
+	ns      Namespace
+	sharded bool
+	maxTTL  float64
+	clock   Clock
 }
 
 type nilable struct {
@@ -78,7 +84,7 @@ func NewHotCache(client redis.UniversalClient, o CacheOptions) *HotCache {
 	if o.HotSet.Clock == nil {
 		o.HotSet.Clock = SystemClock()
 	}
-	c := &HotCache{client: client, ns: o.Namespace, clock: o.HotSet.Clock, origin: newOrigin()}
+	c := &HotCache{client: client, ns: o.Namespace, sharded: o.Sharded, clock: o.HotSet.Clock, origin: newOrigin()}
 	if o.MaxTTL > 0 {
 		c.maxTTL = o.MaxTTL.Seconds()
 	}
@@ -100,11 +106,11 @@ func NewHotCache(client redis.UniversalClient, o CacheOptions) *HotCache {
 				c.local.invalidate(string(k))
 			}
 		},
-		OnReset: c.local.clear, Logger: o.Logger,
+		OnReset: c.local.clear, Logger: o.Logger, Sharded: o.Sharded, Auth: o.Auth,
 	})
 	c.hotset = c.sub.HotSet()
 	if !o.DisableDemand {
-		c.demand = newDemandReporter(client, o.Namespace, c.hotset, c.origin, o.DemandInterval)
+		c.demand = newDemandReporter(c.publish, o.Namespace, c.hotset, c.origin, o.DemandInterval)
 	}
 	return c
 }
@@ -359,7 +365,15 @@ func (c *HotCache) Invalidate(ctx context.Context, keys ...string) error {
 	for _, k := range keys {
 		c.local.invalidate(k)
 	}
-	return c.client.Publish(ctx, c.ns.InvalidateChannel(), c.invalidation(keys)).Err()
+	return c.publish(ctx, c.ns.InvalidateChannel(), c.invalidation(keys))
+}
+
+// publish sends on a channel with PUBLISH, or SPUBLISH in a sharded deployment.
+func (c *HotCache) publish(ctx context.Context, channel string, payload []byte) error {
+	if c.sharded {
+		return c.client.SPublish(ctx, channel, payload).Err()
+	}
+	return c.client.Publish(ctx, channel, payload).Err()
 }
 
 func (c *HotCache) invalidation(keys []string) []byte {
@@ -380,7 +394,11 @@ func (c *HotCache) write(ctx context.Context, keys []string, add func(redis.Pipe
 	}()
 	cmds, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		add(p)
-		p.Publish(ctx, c.ns.InvalidateChannel(), c.invalidation(keys))
+		if c.sharded {
+			p.SPublish(ctx, c.ns.InvalidateChannel(), c.invalidation(keys))
+		} else {
+			p.Publish(ctx, c.ns.InvalidateChannel(), c.invalidation(keys))
+		}
 		return nil
 	})
 	if err != nil {

@@ -216,4 +216,3 @@ func TestMissingKeyAndHashes(t *testing.T) {
 		t.Fatalf("a cold key must not be cached: %s", v3)
 	}
 }
-

@@ -362,7 +362,8 @@ func (c *manualClock) Monotonic() float64 { return float64(c.ms) / 1000 }
 
 func TestConformanceHotSet(t *testing.T) {
 	var v struct {
-		StartMs int64 `json:"start_ms"`
+		StartMs int64   `json:"start_ms"`
+		NowS    float64 `json:"now_s"`
 		Cases   []struct {
 			Name  string `json:"name"`
 			Steps []struct {
@@ -371,6 +372,7 @@ func TestConformanceHotSet(t *testing.T) {
 				Raw       *string         `json:"raw"`
 				Ms        int64           `json:"ms"`
 				Outcome   string          `json:"outcome"`
+				Skipped   int             `json:"skipped"`
 				Hot       *[]wireKey      `json:"hot"`
 				BecameHot *[]wireKey      `json:"became_hot"`
 				Cooled    *[]wireKey      `json:"cooled"`
@@ -385,11 +387,15 @@ func TestConformanceHotSet(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			clock := &manualClock{ms: v.StartMs}
 			var became, cooled []Key
-			hs := NewHotSet(HotSetOptions{Clock: clock, MaxTTL: 24 * time.Hour,
-				OnHot:  func(e HotEntry) { became = append(became, Key{string(e.Key), e.DB}) },
-				OnCool: func(k Key) { cooled = append(cooled, k) }})
+			sub := NewSubscriber(SubscriberOptions{
+				HotSet: HotSetOptions{Clock: clock,
+					OnHot:  func(e HotEntry) { became = append(became, Key{string(e.Key), e.DB}) },
+					OnCool: func(k Key) { cooled = append(cooled, k) }},
+				Now: func() float64 { return v.NowS + float64(clock.ms-v.StartMs)/1000 },
+			})
+			hs := sub.HotSet()
 			store := map[string][]byte{}
-			bootstrap := func(only string) {
+			snapshots := func(only string) []Message {
 				names := make([]string, 0, len(store))
 				for n := range store {
 					if only == "" || n == only {
@@ -397,18 +403,19 @@ func TestConformanceHotSet(t *testing.T) {
 					}
 				}
 				sort.Strings(names)
+				var out []Message
 				for _, n := range names {
-					msg, _, err := DecodeMessage(store[n])
-					if err != nil {
-						continue
+					if msg, _, err := DecodeMessage(store[n]); err == nil {
+						msg.Full = true
+						out = append(out, msg)
 					}
-					msg.Full = true
-					hs.Apply(msg, true)
 				}
+				return out
 			}
 			for i, s := range c.Steps {
 				became, cooled = nil, nil
 				outcome := ""
+				before := sub.Stats()
 				switch s.Op {
 				case "snapshot":
 					var d struct {
@@ -417,7 +424,9 @@ func TestConformanceHotSet(t *testing.T) {
 					_ = json.Unmarshal(s.Data, &d)
 					store[d.Instance] = s.Data
 				case "bootstrap":
-					bootstrap("")
+					for _, m := range snapshots("") {
+						hs.Apply(m, true)
+					}
 				case "advance":
 					clock.ms += s.Ms
 					hs.Expire()
@@ -426,9 +435,11 @@ func TestConformanceHotSet(t *testing.T) {
 					if s.Raw != nil {
 						payload = []byte(*s.Raw)
 					}
-					msg, bad, err := DecodeMessage(payload)
+					msg, ok := sub.Parse(payload)
 					switch {
-					case err != nil || bad > 0:
+					case !ok && sub.Stats().Suspect > before.Suspect:
+						outcome = "suspect"
+					case !ok:
 						outcome = "bad"
 					default:
 						switch hs.Apply(msg, false) {
@@ -436,13 +447,18 @@ func TestConformanceHotSet(t *testing.T) {
 							outcome = "applied"
 						case Stale:
 							outcome = "stale"
+						case Refused:
+							outcome = "refused"
 						case Gap:
 							outcome = "resynced"
-							bootstrap(msg.Instance)
-							if hs.Apply(msg, false) == Gap {
-								hs.Apply(msg, true)
+							sub.AfterResync(msg, snapshots(msg.Instance))
+							if sub.Stats().Suspect > before.Suspect {
+								outcome = "suspect"
 							}
 						}
+					}
+					if got := int(sub.Stats().BadEntries - before.BadEntries); got != s.Skipped {
+						t.Errorf("step %d: skipped %d entries, want %d", i, got, s.Skipped)
 					}
 				default:
 					t.Fatalf("step %d: unknown op %q", i, s.Op)
@@ -464,8 +480,51 @@ func TestConformanceHotSet(t *testing.T) {
 	}
 }
 
-// assertKeys compares the hot set as a set of (bytes, db), and listener calls as a sorted
-// list of key bytes (spec/README.md).
+// ---------------------------------------------------------------- auth-v1.json
+func TestConformanceAuth(t *testing.T) {
+	path := filepath.Join("..", "..", "spec", "vectors", "auth-v1.json")
+	if _, err := os.Stat(path); err != nil {
+		path = filepath.Join("..", "..", "tests", "vectors", "auth-v1.json")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Key  string `json:"key_utf8"`
+		Sign []struct {
+			Name, Body, Signed string
+			Mac                string `json:"mac_hex"`
+		} `json:"sign"`
+		Reject []struct{ Name, Signed string } `json:"reject"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := NewMessageAuth([]byte(v.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Sign) == 0 || len(v.Reject) == 0 {
+		t.Fatal("no auth vectors")
+	}
+	for _, c := range v.Sign {
+		signed, err := auth.Sign([]byte(c.Body))
+		if err != nil || string(signed) != c.Signed {
+			t.Errorf("%s: sign = %s, %v", c.Name, signed, err)
+		}
+		body, ok := auth.Verify([]byte(c.Signed))
+		if !ok || string(body) != c.Body {
+			t.Errorf("%s: verify = %q, %v", c.Name, body, ok)
+		}
+	}
+	for _, c := range v.Reject {
+		if _, ok := auth.Verify([]byte(c.Signed)); ok {
+			t.Errorf("%s: accepted", c.Name)
+		}
+	}
+}
+
 func assertKeys(t *testing.T, step int, what string, got []Key, want []wireKey, withDB bool) {
 	t.Helper()
 	if withDB {

@@ -5,8 +5,6 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // MaxDemandEntries bounds one demand report; the heaviest keys are kept.
@@ -28,18 +26,18 @@ type demandReporter struct {
 	interval time.Duration
 	ns       Namespace
 	hot      *HotSet
-	client   redis.UniversalClient
+	publish  func(ctx context.Context, channel string, payload []byte) error
 	stats    DemandStats
 	stop     chan struct{}
 	done     chan struct{}
 }
 
-func newDemandReporter(client redis.UniversalClient, ns Namespace, hot *HotSet, app string, interval time.Duration) *demandReporter {
+func newDemandReporter(publish func(context.Context, string, []byte) error, ns Namespace, hot *HotSet, app string, interval time.Duration) *demandReporter {
 	if interval <= 0 {
 		interval = 250 * time.Millisecond
 	}
 	return &demandReporter{app: app, interval: interval, ns: ns, hot: hot,
-		client: client, stop: make(chan struct{}), done: make(chan struct{})}
+		publish: publish, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (d *demandReporter) start() { go d.loop() }
@@ -83,7 +81,7 @@ func (d *demandReporter) flush() {
 	defer cancel()
 	for _, rep := range reports {
 		atomic.AddInt64(&d.stats.Dropped, int64(rep.Dropped))
-		if err := d.client.Publish(ctx, d.ns.DemandChannel(rep.Instance), rep.Payload).Err(); err != nil {
+		if err := d.publish(ctx, d.ns.DemandChannel(rep.Instance), rep.Payload); err != nil {
 			atomic.AddInt64(&d.stats.SendErrors, 1)
 			continue
 		}

@@ -1,6 +1,7 @@
 package hotkeyd
 
 import (
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +31,12 @@ const (
 	// Gap: the seq jumped or the instance is unknown: resync from the snapshot, then
 	// apply again with force.
 	Gap
+	// Refused: a new instance beyond MaxInstances (counted; nothing changed).
+	Refused
 )
 
 func (r ApplyResult) String() string {
-	return [...]string{"applied", "stale", "gap"}[r]
+	return [...]string{"applied", "stale", "gap", "refused"}[r]
 }
 
 // HotItem is one hot key as readers see it.
@@ -55,13 +58,15 @@ type instanceState struct {
 
 // HotSetOptions bound the hot set and register listeners.
 type HotSetOptions struct {
-	Clock        Clock
-	MaxKeys      int           // default 100000; new keys beyond it are dropped and counted
-	MaxInstances int           // default 10000
-	ForgetIdle   time.Duration // default 5m: silent instances holding no keys are forgotten
-	MaxTTL       time.Duration // default 10m: a longer announced ttl_ms is capped (forged TTLs)
-	OnHot        func(HotEntry)
-	OnCool       func(Key)
+	Clock              Clock
+	MaxKeys            int           // default 100000; new keys beyond it are dropped and counted
+	MaxKeysPerInstance int           // default 10000
+	MaxInstances       int           // default 10000; a new instance beyond it is refused and counted
+	ForgetIdle         time.Duration // default 5m: silent instances holding no keys are forgotten
+	MaxTTL             time.Duration // default 60s: a longer announced ttl_ms is cut (forged TTLs)
+	MaxSeqJump         int64         // default 1000: a full message further ahead is a gap, checked against the snapshot
+	OnHot              func(HotEntry)
+	OnCool             func(Key)
 }
 
 // HotSet is the merged set of keys announced hot by every daemon instance.
@@ -73,6 +78,9 @@ type HotSet struct {
 	instances map[string]*instanceState
 	dropped   int64
 	forgotten int64
+	clamped   int64
+	refused   int64
+	scannedAt float64
 }
 
 // NewHotSet returns an empty hot set.
@@ -90,9 +98,15 @@ func NewHotSet(o HotSetOptions) *HotSet {
 		o.ForgetIdle = 5 * time.Minute
 	}
 	if o.MaxTTL <= 0 {
-		o.MaxTTL = 10 * time.Minute
+		o.MaxTTL = 60 * time.Second
 	}
-	return &HotSet{o: o, items: map[Key]*HotItem{}, instances: map[string]*instanceState{}}
+	if o.MaxKeysPerInstance <= 0 {
+		o.MaxKeysPerInstance = 10_000
+	}
+	if o.MaxSeqJump <= 0 {
+		o.MaxSeqJump = 1000
+	}
+	return &HotSet{o: o, items: map[Key]*HotItem{}, instances: map[string]*instanceState{}, scannedAt: -1e9}
 }
 
 // Get returns the entry of key if it is hot now.
@@ -192,10 +206,19 @@ func (s *HotSet) Apply(msg Message, force bool) ApplyResult {
 	var cooled []Key
 	s.mu.Lock()
 	st := s.instances[msg.Instance]
+	if st == nil && !s.roomForInstance(now) {
+		s.refused++
+		s.mu.Unlock()
+		return Refused
+	}
 	if msg.Full {
 		if st != nil && st.hasSeq && !newerFull(st, msg) {
 			s.mu.Unlock()
 			return Stale
+		}
+		if st != nil && st.hasSeq && msg.Seq > st.seq+s.o.MaxSeqJump && !force {
+			s.mu.Unlock()
+			return Gap
 		}
 		if st == nil {
 			st = newInstance()
@@ -233,9 +256,6 @@ func (s *HotSet) Apply(msg Message, force bool) ApplyResult {
 		}
 	}
 	st.seq, st.hasSeq, st.ts, st.final, st.seen = msg.Seq, true, msg.TS, msg.Final, now
-	if len(s.instances) > s.o.MaxInstances {
-		s.forgetInstances(now, true)
-	}
 	s.mu.Unlock()
 	s.notify(turnedHot, cooled)
 	return Applied
@@ -281,15 +301,33 @@ func newInstance() *instanceState {
 	return &instanceState{keys: map[Key]float64{}}
 }
 
+// roomForInstance: whether a new instance may be tracked (lock held). At the cap, idle
+// keyless instances are forgotten, but that scan runs at most once a second, so a flood
+// of forged instance ids costs linear time, not quadratic.
+func (s *HotSet) roomForInstance(now float64) bool {
+	if len(s.instances) < s.o.MaxInstances {
+		return true
+	}
+	if now-s.scannedAt >= 1 {
+		s.scannedAt = now
+		s.forgetInstances(now, true)
+	}
+	return len(s.instances) < s.o.MaxInstances
+}
+
 func (s *HotSet) announce(name string, st *instanceState, msg Message, now float64, turned []HotEntry) []HotEntry {
-	maxTTL := s.o.MaxTTL.Seconds()
+	maxTTLms := s.o.MaxTTL.Milliseconds()
 	for _, h := range msg.Hot {
-		ttl := float64(h.TTLms) / 1000
-		if ttl > maxTTL {
-			ttl = maxTTL
+		if h.TTLms > maxTTLms {
+			h.TTLms = maxTTLms
+			s.clamped++
 		}
-		exp := now + ttl
 		k := Key{string(h.Key), h.DB}
+		if _, held := st.keys[k]; !held && len(st.keys) >= s.o.MaxKeysPerInstance {
+			s.dropped++
+			continue
+		}
+		exp := now + float64(h.TTLms)/1000
 		it, ok := s.items[k]
 		if !ok {
 			if len(s.items) >= s.o.MaxKeys {
@@ -306,7 +344,7 @@ func (s *HotSet) announce(name string, st *instanceState, msg Message, now float
 			it.Expires = exp
 			it.owner = name
 		}
-		st.keys[k] = now + ttl
+		st.keys[k] = exp
 	}
 	return turned
 }
@@ -344,18 +382,10 @@ func (s *HotSet) forgetInstances(now float64, overCap bool) {
 		}
 	}
 	if overCap {
-		excess := len(s.instances) - s.o.MaxInstances
-		if excess < len(cands) {
-			// forget the longest-silent first
-			for i := 1; i < len(cands); i++ {
-				for j := i; j > 0 && cands[j].seen < cands[j-1].seen; j-- {
-					cands[j], cands[j-1] = cands[j-1], cands[j]
-				}
-			}
-			if excess < 0 {
-				excess = 0
-			}
-			cands = cands[:excess]
+		// forget the longest-silent first, one more than the excess (room for a new one)
+		sort.Slice(cands, func(i, j int) bool { return cands[i].seen < cands[j].seen })
+		if n := len(s.instances) - s.o.MaxInstances + 1; n < len(cands) {
+			cands = cands[:max(1, n)]
 		}
 	}
 	for _, c := range cands {

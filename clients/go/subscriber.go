@@ -16,7 +16,8 @@ import (
 
 // SubscriberStats are the counters of one subscriber.
 type SubscriberStats struct {
-	Messages, Applied, Stale, Gaps, Resyncs, Connects, Reconnects, BadMessages, BadEntries, Invalidations int64
+	Messages, Applied, Stale, Gaps, Resyncs, Connects, Reconnects, BadMessages, BadEntries,
+	Invalidations, Suspect, Unsigned, Refused int64
 }
 
 // SubscriberOptions configure a Subscriber. Only Client is required.
@@ -40,9 +41,19 @@ type SubscriberOptions struct {
 	StaleAfter time.Duration
 	// ResyncEvery re-reads every snapshot periodically (60 s) as a safety net.
 	ResyncEvery time.Duration
-	// MaxMessageBytes: larger messages are dropped and counted (1 MiB).
+	// MaxMessageBytes: larger messages are dropped unparsed and counted (4 MiB).
 	MaxMessageBytes int
-	Logger          *slog.Logger
+	// MaxClockSkew: a message whose ts is further ahead of this host's clock is suspect:
+	// counted, not applied (300 s).
+	MaxClockSkew time.Duration
+	// Auth verifies signed messages; with it, unsigned or forged messages are dropped.
+	Auth *MessageAuth
+	// Sharded uses SSUBSCRIBE (Redis >= 7 sharded pub/sub), as the daemon's
+	// --sharded-pubsub; PUBLISHes from the cache then go out as SPUBLISH.
+	Sharded bool
+	Logger  *slog.Logger
+	// Now is the wall clock (unix seconds) for the clock-skew check; tests pass their own.
+	Now func() float64
 }
 
 // Subscriber keeps a HotSet current from the daemon's events channel.
@@ -75,7 +86,13 @@ func NewSubscriber(o SubscriberOptions) *Subscriber {
 		o.ResyncEvery = 60 * time.Second
 	}
 	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = 1 << 20
+		o.MaxMessageBytes = 4 << 20
+	}
+	if o.MaxClockSkew <= 0 {
+		o.MaxClockSkew = 300 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = func() float64 { return float64(time.Now().UnixNano()) / 1e9 }
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -95,6 +112,8 @@ func (s *Subscriber) Stats() SubscriberStats {
 		Resyncs: atomic.LoadInt64(&st.Resyncs), Connects: atomic.LoadInt64(&st.Connects),
 		Reconnects: atomic.LoadInt64(&st.Reconnects), BadMessages: atomic.LoadInt64(&st.BadMessages),
 		BadEntries: atomic.LoadInt64(&st.BadEntries), Invalidations: atomic.LoadInt64(&st.Invalidations),
+		Suspect: atomic.LoadInt64(&st.Suspect), Unsigned: atomic.LoadInt64(&st.Unsigned),
+		Refused: atomic.LoadInt64(&st.Refused),
 	}
 }
 
@@ -182,7 +201,12 @@ func (s *Subscriber) session(ctx context.Context) error {
 	if s.o.OnInvalidate != nil {
 		channels = append(channels, s.o.Namespace.InvalidateChannel())
 	}
-	ps := s.o.Client.Subscribe(ctx, channels...)
+	var ps *redis.PubSub
+	if s.o.Sharded {
+		ps = s.o.Client.SSubscribe(ctx, channels...)
+	} else {
+		ps = s.o.Client.Subscribe(ctx, channels...)
+	}
 	defer ps.Close()
 	for range channels { // wait for every confirmation before reading snapshots
 		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
@@ -237,69 +261,136 @@ func (s *Subscriber) session(ctx context.Context) error {
 	}
 }
 
-// handle applies one channel message; content problems are counted, never returned.
-func (s *Subscriber) handle(ctx context.Context, payload []byte) error {
+// Parse validates one channel message: size, signature, format, clock. It returns
+// false (and counts why) for a message that must not be applied.
+func (s *Subscriber) Parse(payload []byte) (Message, bool) {
 	atomic.AddInt64(&s.stats.Messages, 1)
 	if len(payload) > s.o.MaxMessageBytes {
 		atomic.AddInt64(&s.stats.BadMessages, 1)
-		return nil
+		return Message{}, false
 	}
-	msg, bad, err := DecodeMessage(payload)
-	atomic.AddInt64(&s.stats.BadEntries, int64(bad))
+	if s.o.Auth != nil {
+		body, ok := s.o.Auth.Verify(payload)
+		if !ok {
+			atomic.AddInt64(&s.stats.Unsigned, 1)
+			return Message{}, false
+		}
+		payload = body
+	}
+	msg, skipped, err := DecodeMessage(payload)
+	atomic.AddInt64(&s.stats.BadEntries, int64(skipped))
 	if err != nil {
 		atomic.AddInt64(&s.stats.BadMessages, 1)
+		return Message{}, false
+	}
+	if msg.TS > s.o.Now()+s.o.MaxClockSkew.Seconds() {
+		atomic.AddInt64(&s.stats.Suspect, 1) // a forged future ts would outlive the real daemon
+		return Message{}, false
+	}
+	return msg, true
+}
+
+// handle applies one channel message; content problems are counted, never returned.
+func (s *Subscriber) handle(ctx context.Context, payload []byte) error {
+	msg, ok := s.Parse(payload)
+	if !ok {
 		return nil
 	}
-	switch s.hot.Apply(msg, false) {
+	res := s.hot.Apply(msg, false)
+	if res == Gap {
+		atomic.AddInt64(&s.stats.Gaps, 1)
+		snaps, err := s.readSnapshots(ctx, []string{msg.Instance})
+		if err != nil {
+			return err
+		}
+		res = s.AfterResync(msg, snaps)
+	}
+	s.count(res)
+	return nil
+}
+
+// AfterResync applies the snapshots read after msg revealed a gap, then msg itself
+// unless its seq is far ahead of its instance's snapshot (suspect: the daemon writes
+// its snapshot in the same transaction as each message, so a real one never is).
+func (s *Subscriber) AfterResync(msg Message, snaps []Message) ApplyResult {
+	for _, snap := range snaps {
+		s.hot.Apply(snap, true)
+		if snap.Instance == msg.Instance && msg.Seq > snap.Seq+s.hot.o.MaxSeqJump {
+			atomic.AddInt64(&s.stats.Suspect, 1)
+			return Stale
+		}
+	}
+	res := s.hot.Apply(msg, false)
+	if res == Gap { // the snapshot lags too: apply anyway, the TTLs heal the rest
+		res = s.hot.Apply(msg, true)
+	}
+	return res
+}
+
+func (s *Subscriber) count(res ApplyResult) {
+	switch res {
 	case Applied:
 		atomic.AddInt64(&s.stats.Applied, 1)
 	case Stale:
 		atomic.AddInt64(&s.stats.Stale, 1)
-	case Gap:
-		atomic.AddInt64(&s.stats.Gaps, 1)
-		if err := s.bootstrap(ctx, []string{msg.Instance}); err != nil {
-			return err
-		}
-		if s.hot.Apply(msg, false) == Gap {
-			s.hot.Apply(msg, true) // the snapshot could not close it: TTLs heal the rest
-		}
-		atomic.AddInt64(&s.stats.Applied, 1)
+	case Refused:
+		atomic.AddInt64(&s.stats.Refused, 1)
+	}
+}
+
+// bootstrap reads the snapshots of live instances (or of the given ones) and applies them.
+func (s *Subscriber) bootstrap(ctx context.Context, instances []string) error {
+	snaps, err := s.readSnapshots(ctx, instances)
+	if err != nil {
+		return err
+	}
+	for _, m := range snaps {
+		s.hot.Apply(m, true)
 	}
 	return nil
 }
 
-// bootstrap reads the snapshots of live instances (or of the given ones) with one GET
-// each (snapshot keys may live in different cluster slots).
-func (s *Subscriber) bootstrap(ctx context.Context, instances []string) error {
+// readSnapshots reads the snapshots with one GET each (snapshot keys may live in
+// different cluster slots); a bad snapshot is skipped and counted.
+func (s *Subscriber) readSnapshots(ctx context.Context, instances []string) ([]Message, error) {
 	rc := s.o.SnapshotClient
 	if instances == nil {
-		min := float64(time.Now().UnixNano())/1e9 - s.o.StaleAfter.Seconds()
+		min := s.o.Now() - s.o.StaleAfter.Seconds()
 		ids, err := rc.ZRangeByScore(ctx, s.o.Namespace.Instances(), &redis.ZRangeBy{
 			Min: strconv.FormatFloat(min, 'f', 3, 64), Max: "+inf",
 		}).Result()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		instances = ids
 	}
 	atomic.AddInt64(&s.stats.Resyncs, 1)
+	var out []Message
 	for _, inst := range instances {
 		raw, err := rc.Get(ctx, s.o.Namespace.Snapshot(inst)).Bytes()
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		msg, bad, derr := DecodeMessage(raw)
-		atomic.AddInt64(&s.stats.BadEntries, int64(bad))
+		if s.o.Auth != nil {
+			body, ok := s.o.Auth.Verify(raw)
+			if !ok {
+				atomic.AddInt64(&s.stats.Unsigned, 1)
+				continue
+			}
+			raw = body
+		}
+		msg, skipped, derr := DecodeMessage(raw)
+		atomic.AddInt64(&s.stats.BadEntries, int64(skipped))
 		if derr != nil {
 			atomic.AddInt64(&s.stats.BadMessages, 1)
 			s.o.Logger.Warn("hotkeyd: corrupt snapshot skipped", "instance", inst, "err", derr)
 			continue
 		}
 		msg.Full = true
-		s.hot.Apply(msg, true)
+		out = append(out, msg)
 	}
-	return nil
+	return out, nil
 }

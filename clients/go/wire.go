@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -93,29 +95,6 @@ type Message struct {
 	Cool     []CoolEntry
 }
 
-type rawEntry struct {
-	Key    *string  `json:"key"`
-	Enc    *string  `json:"enc,omitempty"`
-	DB     *int64   `json:"db,omitempty"`
-	Rate   *float64 `json:"rate,omitempty"`
-	Rule   *string  `json:"rule,omitempty"`
-	TTLms  *float64 `json:"ttl_ms,omitempty"`
-	Since  *float64 `json:"since,omitempty"`
-	Kind   *string  `json:"kind,omitempty"`
-	Number *float64 `json:"n,omitempty"`
-}
-
-type rawMessage struct {
-	V        *int64          `json:"v"`
-	Instance *string         `json:"instance"`
-	Seq      *float64        `json:"seq"`
-	TS       *float64        `json:"ts"`
-	Full     *bool           `json:"full"`
-	Final    *bool           `json:"final"`
-	Hot      json.RawMessage `json:"hot"`
-	Cool     json.RawMessage `json:"cool"`
-}
-
 // EncodeKey returns the JSON fields of a key: text when it is valid UTF-8, base64 with
 // "enc":"base64" otherwise.
 func EncodeKey(key []byte) map[string]any {
@@ -140,107 +119,206 @@ func DecodeKey(key string, enc string) ([]byte, error) {
 	return nil, wireErr("unknown key encoding %q", enc)
 }
 
-func decodeEntryKey(e rawEntry) ([]byte, int, error) {
-	if e.Key == nil {
+// Limits of the wire format (docs/wire-format.md, "Untrusted input").
+const (
+	MaxSeq     = 1<<63 - 1
+	MaxTTLms   = 86_400_000
+	maxName    = 256
+	maxDB      = 1<<31 - 1
+	MaxEntries = 10_000 // entries per message; more are left out and counted
+)
+
+// DecodeMessage parses and validates a notification or a snapshot. Whatever the bytes,
+// it returns a message or an error wrapping ErrWire, never panics. The envelope must be
+// valid; a bad entry is left out and counted in skipped, as are entries beyond
+// MaxEntries.
+func DecodeMessage(data []byte) (msg Message, skipped int, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return msg, 0, wireErr("notification is not a JSON object")
+	}
+	if v, ok := obj["v"].(json.Number); !ok || v.String() != "1" {
+		return msg, 0, wireErr("unsupported wire version")
+	}
+	inst, ok := obj["instance"].(string)
+	if !ok || inst == "" || utf8.RuneCountInString(inst) > maxName {
+		return msg, 0, wireErr("instance must be a non-empty string of at most %d characters", maxName)
+	}
+	seq, err := intField(obj, "seq", 0, MaxSeq, nil)
+	if err != nil {
+		return msg, 0, err
+	}
+	ts, err := numField(obj, "ts", nil)
+	if err != nil {
+		return msg, 0, err
+	}
+	msg.Instance, msg.Seq, msg.TS = inst, seq, ts
+	for name, dst := range map[string]*bool{"full": &msg.Full, "final": &msg.Final} {
+		if v, present := obj[name]; present {
+			b, ok := v.(bool)
+			if !ok {
+				return msg, 0, wireErr("full and final must be true or false")
+			}
+			*dst = b
+		}
+	}
+	lists := [3][]any{}
+	for i, name := range []string{"hot", "cool", "top"} {
+		if v, present := obj[name]; present {
+			l, ok := v.([]any)
+			if !ok {
+				return msg, 0, wireErr("hot, cool and top must be lists")
+			}
+			lists[i] = l
+		}
+	}
+	hot, cool, top := lists[0], lists[1], lists[2]
+	if len(hot)+len(cool) > MaxEntries {
+		skipped = len(hot) + len(cool) - MaxEntries
+		if len(hot) > MaxEntries {
+			hot = hot[:MaxEntries]
+		}
+		cool = cool[:MaxEntries-len(hot)]
+	}
+	for _, h := range hot {
+		e, err := hotEntry(h)
+		if err != nil {
+			skipped++
+			continue
+		}
+		msg.Hot = append(msg.Hot, e)
+	}
+	for _, c := range cool {
+		e, err := coolEntry(c)
+		if err != nil {
+			skipped++
+			continue
+		}
+		msg.Cool = append(msg.Cool, e)
+	}
+	for _, t := range top {
+		if _, ok := t.(map[string]any); !ok {
+			skipped++
+		}
+	}
+	return msg, skipped, nil
+}
+
+func intField(o map[string]any, name string, lo, hi int64, def *int64) (int64, error) {
+	v, present := o[name]
+	if !present && def != nil {
+		return *def, nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, wireErr("%s must be an integer in [%d, %d]", name, lo, hi)
+	}
+	i, err := strconv.ParseInt(n.String(), 10, 64) // "5.0" and "1e3" are not integers here
+	if err != nil || i < lo || i > hi {
+		return 0, wireErr("%s must be an integer in [%d, %d]", name, lo, hi)
+	}
+	return i, nil
+}
+
+func numField(o map[string]any, name string, def *float64) (float64, error) {
+	v, present := o[name]
+	if !present && def != nil {
+		return *def, nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, wireErr("%s must be a finite number >= 0", name)
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || f < 0 {
+		return 0, wireErr("%s must be a finite number >= 0", name)
+	}
+	return f, nil
+}
+
+func nameField(o map[string]any, name string, def *string) (string, error) {
+	v, present := o[name]
+	if !present && def != nil {
+		return *def, nil
+	}
+	s, ok := v.(string)
+	if !ok || utf8.RuneCountInString(s) > maxName {
+		return "", wireErr("%s must be a string of at most %d characters", name, maxName)
+	}
+	return s, nil
+}
+
+func entryKey(o map[string]any) ([]byte, int, error) {
+	key, ok := o["key"].(string)
+	if !ok {
 		return nil, 0, wireErr("entry has no string 'key'")
 	}
 	enc := ""
-	if e.Enc != nil {
-		enc = *e.Enc
+	if e, present := o["enc"]; present && e != nil {
+		if enc, ok = e.(string); !ok {
+			return nil, 0, wireErr("enc must be a string")
+		}
 	}
-	k, err := DecodeKey(*e.Key, enc)
+	k, err := DecodeKey(key, enc)
 	if err != nil {
 		return nil, 0, err
 	}
-	db := 0
-	if e.DB != nil {
-		if *e.DB < 0 || *e.DB > 1<<20 {
-			return nil, 0, wireErr("db %d out of range", *e.DB)
-		}
-		db = int(*e.DB)
-	}
-	return k, db, nil
+	zero := int64(0)
+	db, err := intField(o, "db", 0, maxDB, &zero)
+	return k, int(db), err
 }
 
-// maxSafeSeq bounds sequence numbers to what every language represents exactly.
-const maxSafeSeq = 1<<53 - 1
+func hotEntry(v any) (HotEntry, error) {
+	o, ok := v.(map[string]any)
+	if !ok {
+		return HotEntry{}, wireErr("hot entry is not an object")
+	}
+	var e HotEntry
+	switch k := o["kind"].(type) {
+	case nil:
+	case string:
+		if k != "read" && k != "write" && k != "mixed" {
+			return e, wireErr("kind must be read, write or mixed")
+		}
+		e.Kind = k
+	default:
+		return e, wireErr("kind must be read, write or mixed")
+	}
+	var err error
+	zero := 0.0
+	if e.Key, e.DB, err = entryKey(o); err != nil {
+		return e, err
+	}
+	if e.Rate, err = numField(o, "rate", nil); err != nil {
+		return e, err
+	}
+	if e.Rule, err = nameField(o, "rule", nil); err != nil {
+		return e, err
+	}
+	if e.TTLms, err = intField(o, "ttl_ms", 0, MaxTTLms, nil); err != nil {
+		return e, err
+	}
+	if e.Since, err = numField(o, "since", &zero); err != nil {
+		return e, err
+	}
+	return e, nil
+}
 
-// DecodeMessage parses a notification or a snapshot. Entries that are malformed are
-// skipped and counted in the returned badEntries; a message whose envelope is malformed
-// is an error wrapping ErrWire.
-func DecodeMessage(data []byte) (msg Message, badEntries int, err error) {
-	var raw rawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&raw); err != nil {
-		return msg, 0, wireErr("not a JSON object: %v", err)
+func coolEntry(v any) (CoolEntry, error) {
+	o, ok := v.(map[string]any)
+	if !ok {
+		return CoolEntry{}, wireErr("cool entry is not an object")
 	}
-	if raw.V == nil || *raw.V != WireVersion {
-		return msg, 0, wireErr("unsupported wire version")
+	var e CoolEntry
+	var err error
+	empty := ""
+	if e.Key, e.DB, err = entryKey(o); err != nil {
+		return e, err
 	}
-	if raw.Instance == nil || *raw.Instance == "" || raw.Seq == nil || raw.TS == nil {
-		return msg, 0, wireErr("missing instance, seq or ts")
-	}
-	seq := *raw.Seq
-	if seq != float64(int64(seq)) || seq < 0 || seq > maxSafeSeq {
-		return msg, 0, wireErr("seq %v is not a non-negative integer below 2^53", seq)
-	}
-	msg.Instance, msg.Seq, msg.TS = *raw.Instance, int64(seq), *raw.TS
-	if raw.Full != nil {
-		msg.Full = *raw.Full
-	}
-	if raw.Final != nil {
-		msg.Final = *raw.Final
-	}
-	var hot, cool []json.RawMessage
-	if len(raw.Hot) > 0 && string(raw.Hot) != "null" {
-		if err := json.Unmarshal(raw.Hot, &hot); err != nil {
-			return msg, 0, wireErr("'hot' is not a list")
-		}
-	}
-	if len(raw.Cool) > 0 && string(raw.Cool) != "null" {
-		if err := json.Unmarshal(raw.Cool, &cool); err != nil {
-			return msg, 0, wireErr("'cool' is not a list")
-		}
-	}
-	for _, h := range hot {
-		var e rawEntry
-		if json.Unmarshal(h, &e) != nil || e.Rate == nil || e.Rule == nil || e.TTLms == nil {
-			badEntries++
-			continue
-		}
-		k, db, kerr := decodeEntryKey(e)
-		ttl := *e.TTLms
-		if kerr != nil || ttl < 0 || ttl != float64(int64(ttl)) {
-			badEntries++
-			continue
-		}
-		he := HotEntry{Key: k, DB: db, Rate: *e.Rate, Rule: *e.Rule, TTLms: int64(ttl)}
-		if e.Since != nil {
-			he.Since = *e.Since
-		}
-		if e.Kind != nil {
-			he.Kind = *e.Kind
-		}
-		msg.Hot = append(msg.Hot, he)
-	}
-	for _, c := range cool {
-		var e rawEntry
-		if json.Unmarshal(c, &e) != nil {
-			badEntries++
-			continue
-		}
-		k, db, kerr := decodeEntryKey(e)
-		if kerr != nil {
-			badEntries++
-			continue
-		}
-		ce := CoolEntry{Key: k, DB: db}
-		if e.Rule != nil {
-			ce.Rule = *e.Rule
-		}
-		msg.Cool = append(msg.Cool, ce)
-	}
-	return msg, badEntries, nil
+	e.Rule, err = nameField(o, "rule", &empty)
+	return e, err
 }
 
 // EncodeInvalidation is the payload a cache publishes for the keys it wrote.
@@ -254,26 +332,30 @@ func EncodeInvalidation(origin string, keys [][]byte) []byte {
 
 // DecodeInvalidation returns the origin and keys of an invalidation payload.
 func DecodeInvalidation(data []byte) (string, [][]byte, error) {
-	var raw struct {
-		V      *int64     `json:"v"`
-		Origin string     `json:"origin"`
-		Keys   []rawEntry `json:"keys"`
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return "", nil, wireErr("invalidation is not a JSON object")
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return "", nil, wireErr("invalidation is not JSON: %v", err)
-	}
-	if raw.V == nil || *raw.V != 1 || raw.Keys == nil {
+	list, ok := obj["keys"].([]any)
+	if v, vok := obj["v"].(json.Number); !vok || v.String() != "1" || !ok {
 		return "", nil, wireErr("invalidation is not a v1 object with a 'keys' list")
 	}
-	keys := make([][]byte, 0, len(raw.Keys))
-	for _, e := range raw.Keys {
-		k, _, err := decodeEntryKey(e)
+	keys := make([][]byte, 0, len(list))
+	for _, e := range list {
+		o, ok := e.(map[string]any)
+		if !ok {
+			return "", nil, wireErr("bad key entry")
+		}
+		k, _, err := entryKey(o)
 		if err != nil {
 			return "", nil, err
 		}
 		keys = append(keys, k)
 	}
-	return raw.Origin, keys, nil
+	origin, _ := obj["origin"].(string)
+	return origin, keys, nil
 }
 
 func marshal(v any) []byte {

@@ -65,6 +65,7 @@ export class HotCache {
   private readonly staleForMs: number;
   private readonly maxTtlMs: number;
   private readonly demandIntervalMs: number;
+  private readonly sharded: boolean;
 
   constructor(
     readonly client: RedisLike,
@@ -74,6 +75,7 @@ export class HotCache {
     this.staleForMs = opts.staleForMs ?? 1000;
     this.maxTtlMs = opts.maxTtlMs ?? Infinity;
     this.demandIntervalMs = opts.demandIntervalMs ?? 250;
+    this.sharded = opts.sharded ?? false;
     this.origin = `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
     this.local = new LRUCache<string, Entry>({
       max: opts.maxEntries ?? 10_000,
@@ -236,7 +238,7 @@ export class HotCache {
       reports.map(async (r) => {
         this.stats.demandDropped += r.dropped;
         try {
-          await this.client.publish(this.subscriber.namespace.demandChannel(r.instance), r.payload);
+          await this.publish(this.subscriber.namespace.demandChannel(r.instance), r.payload);
           this.stats.demandReports++;
           this.stats.demandEntries += r.entries;
         } catch {
@@ -267,7 +269,12 @@ export class HotCache {
   /** Drop keys here and broadcast their invalidation (after a DB write, say). */
   async invalidate(...keys: string[]): Promise<void> {
     for (const k of keys) this.drop(k);
-    await this.client.publish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
+    await this.publish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
+  }
+
+  /** PUBLISH, or SPUBLISH in a sharded deployment. */
+  private publish(channel: string, payload: string): Promise<unknown> {
+    return this.sharded ? this.client.spublish(channel, payload) : this.client.publish(channel, payload);
   }
 
   private invalidation(keys: string[]): string {
@@ -277,7 +284,8 @@ export class HotCache {
   private async write(keys: string[], add: (p: ReturnType<RedisLike["pipeline"]>) => unknown): Promise<unknown> {
     const p = this.client.pipeline();
     add(p);
-    p.publish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
+    if (this.sharded) p.spublish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
+    else p.publish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
     try {
       const res = await p.exec();
       const [err, value] = res![0];

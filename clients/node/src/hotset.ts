@@ -12,7 +12,7 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => performance.now() };
 
-export type ApplyResult = "applied" | "stale" | "gap";
+export type ApplyResult = "applied" | "stale" | "gap" | "refused";
 
 export interface HotItem {
   entry: HotEntry;
@@ -26,11 +26,16 @@ export interface HotSetOptions {
   clock?: Clock;
   /** announcements of new keys beyond this are dropped and counted (100000) */
   maxKeys?: number;
+  /** keys one instance may hold (10000); more are dropped and counted */
+  maxKeysPerInstance?: number;
+  /** a new instance beyond this (10000) is refused and counted */
   maxInstances?: number;
   /** ms after which a silent instance holding no keys is forgotten (300000) */
   forgetIdleMs?: number;
-  /** cap on an announced ttl_ms (600000): a forged TTL cannot pin a value for ever */
+  /** cap on an announced ttl_ms (60000): a forged TTL cannot pin a value for long */
   maxTtlMs?: number;
+  /** a full message further ahead than this (1000) is a gap, checked against the snapshot */
+  maxSeqJump?: number;
 }
 
 interface InstanceState {
@@ -53,6 +58,9 @@ export class HotSet {
   private readonly maxInstances: number;
   private readonly forgetIdleMs: number;
   private readonly maxTtlMs: number;
+  private readonly maxKeysPerInstance: number;
+  readonly maxSeqJump: number;
+  private scannedAt = -1e12;
   /** db -> text key -> item: the lookup a string read does, with no allocation */
   private readonly text = new Map<number, Map<string, HotItem>>();
   private readonly items = new Map<string, HotItem>();
@@ -61,6 +69,8 @@ export class HotSet {
   private readonly onCool: ((k: Key) => void)[] = [];
   dropped = 0;
   forgotten = 0;
+  clamped = 0;
+  refused = 0;
   callbackErrors = 0;
 
   constructor(opts: HotSetOptions = {}) {
@@ -68,7 +78,9 @@ export class HotSet {
     this.maxKeys = opts.maxKeys ?? 100_000;
     this.maxInstances = opts.maxInstances ?? 10_000;
     this.forgetIdleMs = opts.forgetIdleMs ?? 300_000;
-    this.maxTtlMs = opts.maxTtlMs ?? 600_000;
+    this.maxTtlMs = opts.maxTtlMs ?? 60_000;
+    this.maxKeysPerInstance = opts.maxKeysPerInstance ?? 10_000;
+    this.maxSeqJump = opts.maxSeqJump ?? 1000;
   }
 
   addListener(l: { onHot?: (e: HotEntry) => void; onCool?: (k: Key) => void }): void {
@@ -107,8 +119,13 @@ export class HotSet {
     const turned: HotEntry[] = [];
     const cooled: Key[] = [];
     let st = this.instances.get(msg.instance);
+    if (st === undefined && !this.roomForInstance(now)) {
+      this.refused++;
+      return "refused";
+    }
     if (msg.full) {
       if (st !== undefined && st.seq !== null && !newerFull(st, msg)) return "stale";
+      if (st !== undefined && st.seq !== null && msg.seq > st.seq + this.maxSeqJump && !force) return "gap";
       if (st === undefined) this.instances.set(msg.instance, (st = newState()));
       const old = st.keys;
       st.keys = new Map();
@@ -129,7 +146,6 @@ export class HotSet {
     st.ts = msg.ts;
     st.final = msg.final;
     st.seen = now;
-    if (this.instances.size > this.maxInstances) this.forgetInstances(now, true);
     this.notify(turned, cooled);
     return "applied";
   }
@@ -153,10 +169,28 @@ export class HotSet {
     this.notify([], cooled);
   }
 
+  /** Whether a new instance may be tracked; at the cap, a scan at most once a second. */
+  private roomForInstance(now: number): boolean {
+    if (this.instances.size < this.maxInstances) return true;
+    if (now - this.scannedAt >= 1000) {
+      this.scannedAt = now;
+      this.forgetInstances(now, true);
+    }
+    return this.instances.size < this.maxInstances;
+  }
+
   private announce(name: string, st: InstanceState, msg: Message, now: number, turned: HotEntry[]): void {
-    for (const h of msg.hot) {
-      const exp = now + Math.min(h.ttlMs, this.maxTtlMs);
+    for (let h of msg.hot) {
+      if (h.ttlMs > this.maxTtlMs) {
+        h = { ...h, ttlMs: this.maxTtlMs };
+        this.clamped++;
+      }
       const id = keyId(h.bytes, h.db);
+      if (!st.keys.has(id) && st.keys.size >= this.maxKeysPerInstance) {
+        this.dropped++;
+        continue;
+      }
+      const exp = now + h.ttlMs;
       const it = this.items.get(id);
       if (it === undefined) {
         if (this.items.size >= this.maxKeys) {
@@ -207,7 +241,7 @@ export class HotSet {
     let idle = [...this.instances]
       .filter(([, st]) => st.keys.size === 0 && (st.final || now - st.seen >= this.forgetIdleMs || overCap))
       .map(([name, st]) => ({ name, seen: st.seen }));
-    if (overCap) idle = idle.sort((a, b) => a.seen - b.seen).slice(0, Math.max(0, this.instances.size - this.maxInstances));
+    if (overCap) idle = idle.sort((a, b) => a.seen - b.seen).slice(0, Math.max(1, this.instances.size - this.maxInstances + 1));
     for (const { name } of idle) this.instances.delete(name);
     this.forgotten += idle.length;
   }

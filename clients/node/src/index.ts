@@ -1,12 +1,13 @@
+export { AUTH_ENV_VAR, MessageAuth, MIN_KEY_BYTES } from "./auth.js";
 export { HotCache, type CacheOptions, type CacheStats } from "./cache.js";
 export { HotSet, keyId, systemClock, type ApplyResult, type Clock, type HotItem, type HotSetOptions } from "./hotset.js";
 export { keyBytes, KeyError, pyFloatRepr, type KeyInput } from "./keys.js";
 export { murmur3, partitionFor, shardOf, SHARD_SEED } from "./murmur3.js";
 export { encodeCounts, MAX_REPORT_COUNT, Reporter, type ReporterOptions, type ReporterStats } from "./reporter.js";
-export { ShardedCounter, type ShardedCounterOptions } from "./sharded.js";
+export { holdsKey, PartialTakeError, ShardedCounter, type ShardedCounterOptions } from "./sharded.js";
 export { Subscriber, type RedisLike, type SubscriberOptions, type SubscriberStats } from "./subscriber.js";
 export {
   buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
-  MAX_DEMAND_ENTRIES, Namespace, WIRE_VERSION, WireError,
+  MAX_DEMAND_ENTRIES, MAX_ENTRIES, MAX_SEQ, MAX_TTL_MS, Namespace, WIRE_VERSION, WireError,
   type CoolEntry, type DemandRead, type DemandReport, type HotEntry, type Key, type Message, type WireKey,
 } from "./wire.js";

@@ -7,8 +7,9 @@
  * the ones already in a snapshot stale. The same order runs after every reconnect.
  */
 import type { Cluster, Redis } from "ioredis";
-import { HotSet, type HotSetOptions } from "./hotset.js";
-import { decodeInvalidation, decodeMessage, Namespace, WireError } from "./wire.js";
+import type { MessageAuth } from "./auth.js";
+import { HotSet, type ApplyResult, type HotSetOptions } from "./hotset.js";
+import { decodeInvalidation, decodeMessage, Namespace, WireError, type Message } from "./wire.js";
 
 export type RedisLike = Redis | Cluster;
 
@@ -20,6 +21,10 @@ export interface SubscriberStats {
   resyncs: number;
   connects: number;
   badMessages: number;
+  badEntries: number;
+  suspect: number;
+  unsigned: number;
+  refused: number;
   invalidations: number;
 }
 
@@ -36,25 +41,35 @@ export interface SubscriberOptions {
   staleAfterMs?: number;
   /** periodic full resync, a safety net (60 s) */
   resyncEveryMs?: number;
-  /** larger messages are dropped and counted (1 MiB) */
+  /** larger messages are dropped unparsed and counted (4 MiB) */
   maxMessageBytes?: number;
+  /** a message whose ts is further ahead of this host's clock is suspect (300000 ms) */
+  maxClockSkewMs?: number;
+  /** read only messages signed with these keys (the daemon's --auth-key-file) */
+  auth?: MessageAuth;
+  /** sharded pub/sub (the daemon's --sharded-pubsub): SSUBSCRIBE, and SPUBLISH from caches */
+  sharded?: boolean;
+  /** wall clock in ms (Date.now); tests pass their own */
+  wallClock?: () => number;
 }
 
 export class Subscriber {
   readonly hotSet: HotSet;
   readonly namespace: Namespace;
   readonly stats: SubscriberStats = {
-    messages: 0, applied: 0, stale: 0, gaps: 0, resyncs: 0, connects: 0, badMessages: 0, invalidations: 0,
+    messages: 0, applied: 0, stale: 0, gaps: 0, resyncs: 0, connects: 0, badMessages: 0, badEntries: 0,
+    suspect: 0, unsigned: 0, refused: 0, invalidations: 0,
   };
   private sub?: RedisLike;
   private timers: NodeJS.Timeout[] = [];
-  private readonly o: Required<Pick<SubscriberOptions, "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes">> & SubscriberOptions;
+  private readonly o: Required<Pick<SubscriberOptions, "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes" | "maxClockSkewMs" | "wallClock">> &
+    SubscriberOptions;
 
   constructor(
     readonly client: RedisLike,
     opts: SubscriberOptions = {},
   ) {
-    this.o = { staleAfterMs: 30_000, resyncEveryMs: 60_000, maxMessageBytes: 1 << 20, ...opts };
+    this.o = { staleAfterMs: 30_000, resyncEveryMs: 60_000, maxMessageBytes: 4 << 20, maxClockSkewMs: 300_000, wallClock: Date.now, ...opts };
     this.namespace = opts.namespace ?? new Namespace();
     this.hotSet = new HotSet(opts.hotSet);
   }
@@ -66,11 +81,12 @@ export class Subscriber {
     sub.on("error", () => {}); // reconnects are ioredis' job; errors surface in start()
     const channels = [this.namespace.eventsChannel];
     if (this.o.onInvalidate) channels.push(this.namespace.invalidateChannel);
-    sub.on("messageBuffer", (channel: Buffer, message: Buffer) => {
+    sub.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
       void this.onMessage(channel.toString(), message);
     });
     try {
-      await sub.subscribe(...channels);
+      if (this.o.sharded) await sub.ssubscribe(...channels);
+      else await sub.subscribe(...channels);
       await this.bootstrap();
     } catch (e) {
       await this.close();
@@ -107,54 +123,107 @@ export class Subscriber {
       }
       return;
     }
+    const msg = this.parse(payload);
+    if (msg === undefined) return;
+    const r = this.hotSet.apply(msg);
+    if (r !== "gap") return this.count(r);
+    this.stats.gaps++;
+    let snaps: Message[] = [];
+    try {
+      snaps = await this.readSnapshots([msg.instance]);
+    } catch {
+      /* the TTLs heal what the snapshot could not */
+    }
+    this.count(this.afterResync(msg, snaps));
+  }
+
+  /** Validate one channel message (size, signature, format, clock); undefined if dropped. */
+  parse(payload: Buffer): Message | undefined {
     this.stats.messages++;
     if (payload.length > this.o.maxMessageBytes) {
       this.stats.badMessages++;
-      return;
+      return undefined;
+    }
+    if (this.o.auth) {
+      const body = this.o.auth.verify(payload);
+      if (body === undefined) {
+        this.stats.unsigned++;
+        return undefined;
+      }
+      payload = body;
     }
     let msg;
     try {
       msg = decodeMessage(payload);
     } catch (e) {
-      if (e instanceof WireError) {
-        this.stats.badMessages++;
-        return;
-      }
-      throw e;
+      if (!(e instanceof WireError)) throw e;
+      this.stats.badMessages++;
+      return undefined;
     }
-    const r = this.hotSet.apply(msg);
-    if (r === "applied") this.stats.applied++;
-    else if (r === "stale") this.stats.stale++;
-    else {
-      this.stats.gaps++;
-      try {
-        await this.bootstrap([msg.instance]);
-      } catch {
-        /* the TTLs heal what the snapshot could not */
-      }
-      if (this.hotSet.apply(msg) === "gap") this.hotSet.apply(msg, true);
-      this.stats.applied++;
+    this.stats.badEntries += msg.skipped;
+    if (msg.ts * 1000 > this.o.wallClock() + this.o.maxClockSkewMs) {
+      this.stats.suspect++; // a forged future ts would outlive the real daemon
+      return undefined;
     }
+    return msg;
   }
 
-  /** Read the snapshots of live instances (or the given ones), one GET each (cluster-safe). */
+  /**
+   * Apply the snapshots read after msg revealed a gap, then msg unless its seq is far
+   * ahead of its instance's snapshot (suspect: the daemon writes the snapshot in the same
+   * transaction as each message, so a real one never is).
+   */
+  afterResync(msg: Message, snaps: Message[]): ApplyResult | "suspect" {
+    for (const snap of snaps) {
+      this.hotSet.apply(snap, true);
+      if (snap.instance === msg.instance && msg.seq > snap.seq + this.hotSet.maxSeqJump) {
+        this.stats.suspect++;
+        return "suspect";
+      }
+    }
+    const r = this.hotSet.apply(msg);
+    return r === "gap" ? this.hotSet.apply(msg, true) : r;
+  }
+
+  private count(r: ApplyResult | "suspect"): void {
+    if (r === "applied") this.stats.applied++;
+    else if (r === "stale") this.stats.stale++;
+    else if (r === "refused") this.stats.refused++;
+  }
+
+  /** Read and apply the snapshots of live instances (or the given ones). */
   async bootstrap(instances?: string[]): Promise<void> {
+    for (const m of await this.readSnapshots(instances)) this.hotSet.apply(m, true);
+  }
+
+  /** One GET per snapshot (cluster-safe); a bad or unsigned snapshot is skipped and counted. */
+  async readSnapshots(instances?: string[]): Promise<Message[]> {
     const rc = this.o.snapshotClient ?? this.client;
     if (instances === undefined) {
-      const min = (Date.now() - this.o.staleAfterMs) / 1000;
+      const min = (this.o.wallClock() - this.o.staleAfterMs) / 1000;
       instances = await rc.zrangebyscore(this.namespace.instances, min.toFixed(3), "+inf");
     }
     this.stats.resyncs++;
+    const out: Message[] = [];
     for (const inst of instances) {
-      const raw = await rc.getBuffer(this.namespace.snapshot(inst));
+      let raw = await rc.getBuffer(this.namespace.snapshot(inst));
       if (raw === null) continue;
+      if (this.o.auth) {
+        raw = this.o.auth.verify(raw) ?? null;
+        if (raw === null) {
+          this.stats.unsigned++;
+          continue;
+        }
+      }
       try {
         const msg = decodeMessage(raw);
+        this.stats.badEntries += msg.skipped;
         msg.full = true;
-        this.hotSet.apply(msg, true);
+        out.push(msg);
       } catch {
         this.stats.badMessages++;
       }
     }
+    return out;
   }
 }

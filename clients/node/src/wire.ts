@@ -81,6 +81,7 @@ export function decodeKey(obj: unknown): Buffer {
   const { key, enc } = obj as Record<string, unknown>;
   if (typeof key !== "string") throw new WireError("entry has no string 'key'");
   if (enc === undefined || enc === null || enc === "utf-8") return Buffer.from(key, "utf8");
+  if (typeof enc !== "string") throw new WireError("enc must be a string");
   if (enc === "base64") {
     if (!B64.test(key)) throw new WireError("invalid base64 key");
     return Buffer.from(key, "base64");
@@ -88,54 +89,100 @@ export function decodeKey(obj: unknown): Buffer {
   throw new WireError(`unknown key encoding ${JSON.stringify(enc)}`);
 }
 
-function dbOf(o: Record<string, unknown>): number {
-  const db = o.db ?? 0;
-  if (typeof db !== "number" || !Number.isInteger(db) || db < 0 || db > 1 << 20) {
-    throw new WireError(`bad db ${JSON.stringify(db)}`);
-  }
-  return db;
+/** Limits of the wire format (docs/wire-format.md, "Untrusted input"). */
+export const MAX_SEQ = 2 ** 63 - 1;
+export const MAX_TTL_MS = 86_400_000;
+export const MAX_ENTRIES = 10_000;
+const MAX_NAME = 256;
+const MAX_DB = 2 ** 31 - 1;
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function int(o: Obj, name: string, lo: number, hi: number, def?: number): number {
+  const v = name in o ? o[name] : def;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < lo || v > hi) throw new WireError(`${name} must be an integer in [${lo}, ${hi}]`);
+  return v;
+}
+
+function num(o: Obj, name: string, def?: number): number {
+  const v = name in o ? o[name] : def;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw new WireError(`${name} must be a finite number >= 0`);
+  return v;
+}
+
+function str(o: Obj, name: string, def?: string): string {
+  const v = name in o ? o[name] : def;
+  if (typeof v !== "string" || [...v].length > MAX_NAME) throw new WireError(`${name} must be a string of at most ${MAX_NAME} characters`);
+  return v;
+}
+
+function hotEntry(e: unknown): HotEntry {
+  if (!isObj(e)) throw new WireError("hot entry is not an object");
+  const kind = e.kind ?? undefined;
+  if (kind !== undefined && kind !== "read" && kind !== "write" && kind !== "mixed") throw new WireError("bad kind");
+  const entry: HotEntry = {
+    bytes: decodeKey(e), db: int(e, "db", 0, MAX_DB, 0), rate: num(e, "rate"), rule: str(e, "rule"),
+    ttlMs: int(e, "ttl_ms", 0, MAX_TTL_MS), since: num(e, "since", 0),
+  };
+  if (kind !== undefined) entry.kind = kind;
+  return entry;
+}
+
+function coolEntry(e: unknown): CoolEntry {
+  if (!isObj(e)) throw new WireError("cool entry is not an object");
+  return { bytes: decodeKey(e), db: int(e, "db", 0, MAX_DB, 0), rule: str(e, "rule", "") };
 }
 
 /**
- * Parse a notification or a snapshot; throws WireError when anything is malformed
- * (a bad message is counted by the caller and changes nothing).
+ * Parse and validate a notification or snapshot. Whatever the input, it returns or throws
+ * WireError: the envelope must be valid; a bad entry is left out and counted in
+ * `skipped`, as are entries beyond MAX_ENTRIES.
  */
-export function decodeMessage(data: string | Buffer): Message {
+export function decodeMessage(data: string | Buffer): Message & { skipped: number } {
   let obj: unknown;
   try {
     obj = JSON.parse(typeof data === "string" ? data : data.toString("utf8"));
   } catch (e) {
     throw new WireError(`notification is not JSON: ${(e as Error).message}`);
   }
-  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) throw new WireError("notification is not an object");
-  const o = obj as Record<string, unknown>;
-  if (o.v !== WIRE_VERSION) throw new WireError(`unsupported wire version ${JSON.stringify(o.v)}`);
-  const { instance, seq, ts } = o;
-  if (typeof instance !== "string" || instance === "") throw new WireError("missing instance");
-  if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 0) throw new WireError("seq is not a non-negative integer below 2^53");
-  if (typeof ts !== "number" || !Number.isFinite(ts)) throw new WireError("missing ts");
-  const hotRaw = o.hot ?? [];
-  const coolRaw = o.cool ?? [];
-  if (!Array.isArray(hotRaw) || !Array.isArray(coolRaw)) throw new WireError("'hot'/'cool' are not lists");
-  const hot: HotEntry[] = hotRaw.map((h: unknown) => {
-    if (typeof h !== "object" || h === null) throw new WireError("hot entry is not an object");
-    const e = h as Record<string, unknown>;
-    if (typeof e.rate !== "number" || typeof e.rule !== "string" || typeof e.ttl_ms !== "number" || !Number.isInteger(e.ttl_ms) || e.ttl_ms < 0) {
-      throw new WireError("bad hot entry");
+  if (!isObj(obj)) throw new WireError("notification is not a JSON object");
+  if (obj.v !== WIRE_VERSION) throw new WireError(`unsupported wire version ${JSON.stringify(obj.v)}`);
+  const instance = obj.instance;
+  if (typeof instance !== "string" || instance === "" || [...instance].length > MAX_NAME) throw new WireError("bad instance");
+  const seq = int(obj, "seq", 0, MAX_SEQ);
+  const ts = num(obj, "ts");
+  const full = obj.full ?? false;
+  const final = obj.final ?? false;
+  if (typeof full !== "boolean" || typeof final !== "boolean") throw new WireError("full and final must be true or false");
+  const lists = ["hot", "cool", "top"].map((n) => (n in obj ? obj[n] : []));
+  if (!lists.every((l) => Array.isArray(l))) throw new WireError("hot, cool and top must be lists");
+  let [hotRaw, coolRaw] = lists as unknown[][];
+  const topRaw = lists[2] as unknown[];
+  let skipped = 0;
+  if (hotRaw.length + coolRaw.length > MAX_ENTRIES) {
+    skipped = hotRaw.length + coolRaw.length - MAX_ENTRIES;
+    hotRaw = hotRaw.slice(0, MAX_ENTRIES);
+    coolRaw = coolRaw.slice(0, MAX_ENTRIES - hotRaw.length);
+  }
+  const hot: HotEntry[] = [];
+  const cool: CoolEntry[] = [];
+  for (const e of hotRaw) {
+    try {
+      hot.push(hotEntry(e));
+    } catch {
+      skipped++;
     }
-    const entry: HotEntry = {
-      bytes: decodeKey(e), db: dbOf(e), rate: e.rate, rule: e.rule, ttlMs: e.ttl_ms,
-      since: typeof e.since === "number" ? e.since : 0,
-    };
-    if (typeof e.kind === "string") entry.kind = e.kind;
-    return entry;
-  });
-  const cool: CoolEntry[] = coolRaw.map((c: unknown) => {
-    if (typeof c !== "object" || c === null) throw new WireError("cool entry is not an object");
-    const e = c as Record<string, unknown>;
-    return { bytes: decodeKey(e), db: dbOf(e), rule: typeof e.rule === "string" ? e.rule : "" };
-  });
-  return { instance, seq, ts, full: o.full === true, final: o.final === true, hot, cool };
+  }
+  for (const e of coolRaw) {
+    try {
+      cool.push(coolEntry(e));
+    } catch {
+      skipped++;
+    }
+  }
+  skipped += topRaw.filter((t) => !isObj(t)).length;
+  return { instance, seq, ts, full, final, hot, cool, skipped };
 }
 
 export function encodeInvalidation(origin: string, keys: Uint8Array[]): string {
@@ -149,10 +196,14 @@ export function decodeInvalidation(payload: string | Buffer): { origin: string; 
   } catch (e) {
     throw new WireError(`invalidation is not JSON: ${(e as Error).message}`);
   }
-  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) throw new WireError("invalidation is not an object");
-  const o = obj as Record<string, unknown>;
-  if (o.v !== 1 || !Array.isArray(o.keys)) throw new WireError("invalidation is not a v1 object with a 'keys' list");
-  return { origin: typeof o.origin === "string" ? o.origin : "", keys: o.keys.map(decodeKey) };
+  if (!isObj(obj)) throw new WireError("invalidation is not an object");
+  if (obj.v !== 1 || !Array.isArray(obj.keys)) throw new WireError("invalidation is not a v1 object with a 'keys' list");
+  const keys = obj.keys.map((k: unknown) => {
+    if (!isObj(k)) throw new WireError("bad key entry");
+    int(k, "db", 0, MAX_DB, 0);
+    return decodeKey(k);
+  });
+  return { origin: typeof obj.origin === "string" ? obj.origin : "", keys };
 }
 
 /** Most entries in one demand report; the heaviest are kept. */

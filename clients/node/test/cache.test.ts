@@ -116,11 +116,34 @@ test("hashes, mget, missing keys and cached()", async () => {
   await c.close();
 });
 
-test("ShardedCounter never oversells", async () => {
-  const counter = new ShardedCounter(admin, "stock:node", { shards: 4 });
-  await counter.setTotal(100);
-  const results = await Promise.all(Array.from({ length: 150 }, (_, i) => counter.take(`user${i}`)));
-  assert.equal(results.filter((r) => r !== null).length, 100);
-  assert.equal(await counter.value(), 0);
-  await counter.clear();
+for (const spread of [false, true]) {
+  test(`ShardedCounter never oversells, never falsely sells out (spread=${spread})`, async () => {
+    const counter = new ShardedCounter(admin, `stock:node:${spread}`, { shards: 4, spread });
+    await counter.setTotal(1000);
+    let taken = 0;
+    const worker = async (w: number) => {
+      for (let i = 0; ; i++) {
+        const amount = 1 + ((i + w) % 3);
+        const left = await counter.take(`w${w}-${i}`, amount);
+        if (left === null) {
+          if (amount === 1) return;
+          continue;
+        }
+        taken += amount;
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, (_, w) => worker(w)));
+    assert.equal(taken, 1000);
+    assert.equal(await counter.value(), 0);
+    await counter.clear();
+  });
+}
+
+test("spread take gathers units from several shards", async () => {
+  const c = new ShardedCounter(admin, "gather:node", { shards: 4, spread: true });
+  await c.setTotal(4);
+  assert.equal(await c.take("x", 2), 2);
+  assert.equal(await c.take("y", 3), null);
+  assert.equal(await c.value(), 2);
+  await c.clear();
 });

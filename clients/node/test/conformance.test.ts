@@ -1,12 +1,12 @@
 // The shared conformance vectors (spec/vectors; format in spec/README.md).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
-  HotSet, keyBytes, murmur3, partitionFor, shardOf, SHARD_SEED, type Key, type WireKey,
+  keyBytes, MessageAuth, murmur3, partitionFor, shardOf, SHARD_SEED, Subscriber, type Key, type RedisLike, type WireKey,
 } from "../src/index.js";
 
 const SPEC = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "spec", "vectors");
@@ -107,46 +107,49 @@ test("hotset.json", () => {
     let now = v.start_ms;
     let became: Key[] = [];
     let cooled: Key[] = [];
-    const hs = new HotSet({ clock: { now: () => now }, maxTtlMs: 86_400_000 });
+    const sub = new Subscriber({} as RedisLike, {
+      hotSet: { clock: { now: () => now } },
+      wallClock: () => v.now_s * 1000 + (now - v.start_ms),
+    });
+    const hs = sub.hotSet;
     hs.addListener({ onHot: (e) => became.push(e), onCool: (k) => cooled.push(k) });
     const store = new Map<string, unknown>();
-    const bootstrap = (only?: string) => {
+    const snapshots = (only?: string) => {
+      const out = [];
       for (const name of [...store.keys()].sort()) {
         if (only !== undefined && name !== only) continue;
         try {
           const m = decodeMessage(JSON.stringify(store.get(name)));
           m.full = true;
-          hs.apply(m, true);
+          out.push(m);
         } catch {
           /* a bad snapshot is skipped */
         }
       }
+      return out;
     };
     c.steps.forEach((s: Record<string, any>, i: number) => {
       became = [];
       cooled = [];
       let outcome = "";
       const where = `${c.name} step ${i}`;
+      const before = { ...sub.stats };
       if (s.op === "snapshot") store.set(s.data.instance, s.data);
-      else if (s.op === "bootstrap") bootstrap();
+      else if (s.op === "bootstrap") for (const m of snapshots()) hs.apply(m, true);
       else if (s.op === "advance") {
         now += s.ms;
         hs.expire();
       } else if (s.op === "message") {
-        let msg;
-        try {
-          msg = decodeMessage(s.raw ?? JSON.stringify(s.data));
-        } catch {
-          outcome = "bad";
-        }
-        if (msg) {
+        const msg = sub.parse(Buffer.from(s.raw ?? JSON.stringify(s.data)));
+        if (msg === undefined) outcome = sub.stats.suspect > before.suspect ? "suspect" : "bad";
+        else {
           const r = hs.apply(msg);
           if (r === "gap") {
-            outcome = "resynced";
-            bootstrap(msg.instance);
-            if (hs.apply(msg) === "gap") hs.apply(msg, true);
+            const after = sub.afterResync(msg, snapshots(msg.instance));
+            outcome = after === "suspect" ? "suspect" : "resynced";
           } else outcome = r;
         }
+        assert.equal(sub.stats.badEntries - before.badEntries, s.skipped ?? 0, `${where}: skipped`);
       } else assert.fail(`${where}: unknown op ${s.op}`);
       if (s.outcome) assert.equal(outcome, s.outcome, where);
       const withDb = (ks: Key[]) => ks.map((k) => `${k.db}/${k.bytes.toString("hex")}`).sort();
@@ -157,4 +160,17 @@ test("hotset.json", () => {
       if (s.cooled) assert.deepEqual(bytesOnly(cooled), bytesOnly(want(s.cooled)), `${where}: cooled`);
     });
   }
+});
+
+test("auth-v1.json", () => {
+  const root = join(SPEC, "..", "..");
+  const path = [join(SPEC, "auth-v1.json"), join(root, "tests", "vectors", "auth-v1.json")].find((p) => existsSync(p))!;
+  const v = JSON.parse(readFileSync(path, "utf8"));
+  const auth = new MessageAuth([v.key_utf8]);
+  assert.ok(v.sign.length > 0 && v.reject.length > 0);
+  for (const c of v.sign) {
+    assert.equal(auth.sign(Buffer.from(c.body)).toString(), c.signed, c.name);
+    assert.equal(auth.verify(Buffer.from(c.signed))?.toString(), c.body, c.name);
+  }
+  for (const c of v.reject) assert.equal(auth.verify(Buffer.from(c.signed)), undefined, c.name);
 });
