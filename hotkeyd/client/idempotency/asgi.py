@@ -93,7 +93,7 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
         except BaseException:
             await self.guard.abandon(lease)
             raise
-        if resp.status >= 500:  # not final: the client's retry runs it again
+        if not self.policy.is_final(resp.status):  # the client's retry runs it again
             await self.guard.abandon(lease)
         else:
             try:

@@ -5,7 +5,7 @@ Follows the IETF draft "The Idempotency-Key HTTP Header Field":
 ========================================  ===========================================
 request                                   response
 ========================================  ===========================================
-first with a key                          the app's response (stored when < 500)
+first with a key                          the app's response (stored when final)
 retry after it finished                   the stored status, headers and body, plus
                                           ``Idempotent-Replayed: true``
 retry while the first still runs          409 Conflict, ``Retry-After``
@@ -16,8 +16,9 @@ body over ``max_body``                    413 Content Too Large
 Redis (or store) down, failing closed     503 Service Unavailable, ``Retry-After``
 ========================================  ===========================================
 
-A 5xx from the app (or an exception) releases the key, so the client's retry runs the
-operation again; 2xx-4xx are final and replayed. Responses are buffered to be stored.
+A 5xx, 408, 425 or 429 from the app (or an exception) is not final: it releases the key,
+so the client's retry runs the operation again; other statuses are final and replayed.
+Responses of guarded requests are buffered to be stored.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 REPLAYED_HEADER = "Idempotent-Replayed"
+RETRYABLE = frozenset({408, 425, 429})  # timeout, too early, rate limited: not outcomes
 AppT = TypeVar("AppT")
 GuardT = TypeVar("GuardT")
 Headers = list[tuple[str, str]]
@@ -99,6 +101,11 @@ class HttpPolicy:
     def __post_init__(self) -> None:
         self._methods = frozenset(m.upper() for m in self.methods)
         self.header_lower = self.header.lower()
+
+    @staticmethod
+    def is_final(status: int) -> bool:
+        """Whether a response is the request's outcome (stored) or worth a retry (released)."""
+        return status < 500 and status not in RETRYABLE
 
     def guarded(self, req: Request) -> bool:
         return req.method.upper() in self._methods

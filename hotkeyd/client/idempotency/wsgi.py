@@ -78,7 +78,7 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
         except BaseException:
             self.guard.abandon(b.lease)
             raise
-        if resp.status >= 500:
+        if not self.policy.is_final(resp.status):
             self.guard.abandon(b.lease)
         else:
             try:
