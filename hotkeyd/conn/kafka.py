@@ -31,6 +31,8 @@ Query parameters (all optional):
 ``ssl_certfile``       client certificate (PEM), for mutual TLS
 ``ssl_keyfile``        client private key (PEM)
 ``ssl_password``       password of the key file, or ``HOTKEYD_KAFKA_SSL_PASSWORD``
+``*_password_file``    ``sasl_password_file``, ``ssl_password_file``: that password, read from a
+                       file (kept out of the URL and the command line)
 ``ssl_check_hostname`` ``true`` (default) or ``false``
 ``session_timeout_ms`` / ``heartbeat_interval_ms`` / ``max_poll_interval_ms`` /
 ``max_poll_records``   consumer group tuning
@@ -48,6 +50,8 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from hotkeyd.conn.secrets import read_secret_file
+from hotkeyd.conn.urls import redact_url
 from hotkeyd.errors import ConfigError
 
 __all__ = ["FORMATS", "KafkaSettings", "check_reachable", "kafka_python", "parse_kafka_url"]
@@ -71,7 +75,9 @@ _STR_PARAMS = (
     "ssl_keyfile",
     "ssl_password",
 )
+_SECRET_FILES = {"sasl_password_file": "sasl_password", "ssl_password_file": "ssl_password"}
 _KNOWN = {
+    *_SECRET_FILES,
     "group",
     "format",
     "start",
@@ -273,7 +279,9 @@ def parse_kafka_url(url: str, *, env: Mapping[str, str] | None = None) -> KafkaS
     except ValueError as exc:
         raise ConfigError(f"kafka: cannot parse URL: {exc}") from exc
     if parts.scheme not in ("kafka", "kafkas", "kafka+ssl"):
-        raise ConfigError(f"kafka: URL must start with kafka:// or kafkas:// (TLS), got {url!r}")
+        raise ConfigError(
+            f"kafka: URL must start with kafka:// or kafkas:// (TLS), got {redact_url(url)!r}"
+        )
     netloc = parts.netloc
     userinfo = ""
     if "@" in netloc:
@@ -298,8 +306,13 @@ def parse_kafka_url(url: str, *, env: Mapping[str, str] | None = None) -> KafkaS
     opts: dict[str, str] = {}
     try:
         pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
-    except ValueError as exc:
-        raise ConfigError(f"kafka: bad query string {parts.query!r}") from exc
+    except ValueError:
+        # names only: a value (or a mistyped segment) may be a password
+        shown = "&".join(
+            f"{seg.partition('=')[0][:40]}=..." if "=" in seg else "<no '='>"
+            for seg in parts.query.split("&")
+        )
+        raise ConfigError(f"kafka: bad query string {shown!r} (want name=value&...)") from None
     for k, v in pairs:
         if k not in _KNOWN:
             raise ConfigError(f"kafka: unknown option {k!r} (known: {', '.join(sorted(_KNOWN))})")
@@ -331,6 +344,11 @@ def parse_kafka_url(url: str, *, env: Mapping[str, str] | None = None) -> KafkaS
     for name in _STR_PARAMS:
         if opts.get(name):
             kw[name] = opts[name]
+    for file_opt, name in _SECRET_FILES.items():
+        if opts.get(file_opt):
+            if name in kw:
+                raise ConfigError(f"kafka: give {name} or {file_opt}, not both")
+            kw[name] = read_secret_file(os.path.expanduser(opts[file_opt]), f"kafka {name}")
     if "ssl_check_hostname" in opts:
         kw["ssl_check_hostname"] = _parse_bool("ssl_check_hostname", opts["ssl_check_hostname"])
 

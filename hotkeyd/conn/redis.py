@@ -10,7 +10,8 @@ on the first publish. Supported forms::
     unix:///path/to/redis.sock[?db=N]
 
 Query options: ``db``, ``socket_timeout``, ``socket_connect_timeout``,
-``client_name``, ``cluster`` (``auto``: ask the node whether it is in a Redis Cluster;
+``client_name``, ``password_file`` (the password, read from a file, so it is in neither
+the command line nor the URL: :mod:`hotkeyd.conn.secrets`), ``cluster`` (``auto``: ask the node whether it is in a Redis Cluster;
 ``yes``/``no``: do not ask; see :mod:`hotkeyd.conn.cluster`), and for TLS ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``,
 ``ssl_cert_reqs`` (none/optional/required), ``ssl_check_hostname`` (true/false).
 Unknown options are an error: a silently ignored ``ssl_ca_cert=`` typo would mean
@@ -34,6 +35,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from hotkeyd.conn.secrets import read_secret_file
 from hotkeyd.conn.urls import redact_url
 from hotkeyd.errors import ConfigError, HotkeydError, PublishError, UnreachableError
 
@@ -78,6 +80,7 @@ _QUERY_OPTIONS = frozenset(
         "socket_connect_timeout",
         "client_name",
         "cluster",
+        "password_file",
         "ssl_ca_certs",
         "ssl_certfile",
         "ssl_keyfile",
@@ -198,6 +201,10 @@ def parse_redis_url(url: str) -> RedisSettings:
         kw["username"] = unquote(parts.username)
     if parts.password is not None:
         kw["password"] = unquote(parts.password)
+    if "password_file" in opts:
+        if "password" in kw:
+            raise _bad(url, "give the password in the URL or in password_file, not both")
+        kw["password"] = read_secret_file(os.path.expanduser(opts["password_file"]), "password")
 
     tls = scheme == "rediss"
     if scheme == "unix":

@@ -6,8 +6,10 @@ import re
 
 __all__ = ["redact_url"]
 
-_USERINFO = re.compile(r"(?P<head>//[^/@:]*):(?P<secret>[^@/]*)@")
-_QUERY_SECRET = re.compile(r"(?P<head>[?&](?:sasl_password|ssl_password|password)=)[^&]*", re.I)
+_AUTHORITY = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^?#]*)")
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&](?:sasl_password|ssl_password|password|auth_key)=)[^&#]*", re.I
+)
 
 
 def redact_url(url: str) -> str:
@@ -16,6 +18,16 @@ def redact_url(url: str) -> str:
     Works for every source and sink URL hotkeyd takes (``redis://``, ``rediss://``,
     ``kafka://`` with several hosts, ``redis-monitor://``), including ones that
     ``urllib`` cannot parse. The one place hotkeyd masks URLs.
+
+    The userinfo ends at the *last* ``@`` before the query, as the URL parsers read it
+    (``redis://u:p@ss@host`` has the password ``p@ss``); a password with an unencoded
+    ``/`` is masked whole too. Masking more than the password is preferred to less.
     """
-    url = _USERINFO.sub(lambda m: f"{m.group('head')}:***@", url, count=1)
-    return _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", url)
+    m = _AUTHORITY.match(url)
+    if m:
+        rest = m.group("rest")
+        at = rest.rfind("@")
+        colon = rest.find(":")
+        if at > 0 and 0 <= colon < at:
+            url = m.group("head") + rest[:colon] + ":***" + rest[at:] + url[m.end() :]
+    return _QUERY_SECRET.sub(lambda q: f"{q.group('head')}***", url)

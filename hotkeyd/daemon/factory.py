@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from hotkeyd.clock import Clock
+from hotkeyd.conn.urls import redact_url
 from hotkeyd.daemon.config import Settings
 from hotkeyd.errors import ConfigError
 from hotkeyd.metrics import Metrics
@@ -55,7 +56,7 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
             monitor_urls.append(url)
         else:
             raise ConfigError(
-                f"unsupported source {url!r}: use '-', a file path, kafka://host:port/topic "
+                f"unsupported source {redact_url(url)!r}: use '-', a file path, kafka://host:port/topic "
                 "or redis-monitor://host:port"
             )
     if monitor_urls:
