@@ -3,6 +3,7 @@
 - :class:`IdempotencyGuard` / :class:`AsyncIdempotencyGuard`: ``begin`` ->
   NEW / IN_PROGRESS / DONE / MISMATCH; ``complete``, ``fail``, ``extend``, ``release``
   fenced by the lease's token. One Lua script (one round trip) per transition.
+- :class:`KeepAlive`: renew a lease in the background during a long operation.
 - :func:`idempotent`: the same for a plain function.
 - :class:`DurableStore`: final results in SQL (DB-API 2) behind a unique key.
 - :class:`IdempotencyMetrics`: Prometheus counters of guards (explicit registry).
@@ -20,6 +21,7 @@ from hotkeyd.client.idempotency.core import GuardSettings, GuardStats
 from hotkeyd.client.idempotency.decorator import idempotent
 from hotkeyd.client.idempotency.guard import IdempotencyGuard
 from hotkeyd.client.idempotency.http import REPLAYED_HEADER, HttpPolicy
+from hotkeyd.client.idempotency.keepalive import KeepAlive
 from hotkeyd.client.idempotency.keys import check_key, fingerprint, gateway_key, operation_key
 from hotkeyd.client.idempotency.metrics import IdempotencyMetrics
 from hotkeyd.client.idempotency.outcome import Begin, Lease, Outcome
@@ -39,6 +41,7 @@ __all__ = [
     "IdempotencyMetrics",
     "IdempotencyMiddleware",
     "IdempotencyWSGIMiddleware",
+    "KeepAlive",
     "Lease",
     "Outcome",
     "RecoverReport",

@@ -215,3 +215,24 @@ def test_stats_and_prometheus_metrics(r: redis.Redis, ns: Namespace) -> None:
     assert value("hotkeyd_idempotency_lease_lost_total") == 1
     assert value("hotkeyd_idempotency_bad_input_total") == 1
     assert guard.stats.unavailable == 0
+
+
+def test_keepalive_holds_a_short_lease_and_reports_a_loss(
+    short: IdempotencyGuard, r: redis.Redis
+) -> None:
+    from hotkeyd.client.idempotency import KeepAlive
+
+    b = short.begin("long-job", b"x")
+    assert b.lease is not None
+    with KeepAlive(short, b.lease, every=0.05) as ka:
+        time.sleep(1.0)  # more than three 0.3 s leases
+        assert short.begin("long-job", b"x").outcome is Outcome.IN_PROGRESS
+        assert ka.beats >= 5 and not ka.lost.is_set()
+    short.complete(b.lease, b"done")
+    assert short.begin("long-job", b"x").result == b"done"
+
+    b2 = short.begin("lost-job", b"x")
+    assert b2.lease is not None
+    with KeepAlive(short, b2.lease, every=0.05) as ka:
+        r.delete(b2.lease.record)  # e.g. an operator, or a Redis restart
+        assert ka.lost.wait(5)
