@@ -13,9 +13,14 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import redis.clients.jedis.JedisCluster;
+import redis.clients.jedis.Pipeline;
+import redis.clients.jedis.Protocol;
+import redis.clients.jedis.Response;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.params.SetParams;
 
@@ -68,7 +73,7 @@ public final class HotCache implements AutoCloseable {
   private final Long maxTtlNanos;
   private final Broadcast broadcast;
   private final String origin;
-  private final String invalidateChannel;
+  private final byte[] invalidateChannelBytes;
   private final Namespace namespace;
   private final long demandIntervalMillis;
   private final CacheStats stats = new CacheStats();
@@ -93,7 +98,7 @@ public final class HotCache implements AutoCloseable {
     this.maxTtlNanos = b.maxTtl == null ? null : b.maxTtl.toNanos();
     this.broadcast = b.broadcast;
     this.origin = b.appId != null ? b.appId : defaultAppId();
-    this.invalidateChannel = namespace.invalidateChannel();
+    this.invalidateChannelBytes = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
     this.demandIntervalMillis = b.demandInterval.toMillis();
     this.local = new LocalCache(clock, b.maxEntries, b.maxBytes, b.staleFor.toNanos(),
         b.waitTimeout.toNanos(), stats, GET_S, GET_B, HGETALL_S, HGETALL_B, CACHED);
@@ -457,43 +462,43 @@ public final class HotCache implements AutoCloseable {
   // ------------------------------------------------------------------ writes
 
   public String set(String key, String value) {
-    return write(() -> jedis.set(key, value), Keys.utf8(key));
+    return write(p -> p.set(key, value), () -> jedis.set(key, value), Keys.utf8(key));
   }
 
   public String set(String key, String value, SetParams params) {
-    return write(() -> jedis.set(key, value, params), Keys.utf8(key));
+    return write(p -> p.set(key, value, params), () -> jedis.set(key, value, params), Keys.utf8(key));
   }
 
   public String set(byte[] key, byte[] value) {
-    return write(() -> jedis.set(key, value), key);
+    return write(p -> p.set(key, value), () -> jedis.set(key, value), key);
   }
 
   public long del(String... keys) {
-    return write(() -> jedis.del(keys), utf8All(keys));
+    return write(p -> p.del(keys), () -> jedis.del(keys), utf8All(keys));
   }
 
   public long del(byte[]... keys) {
-    return write(() -> jedis.del(keys), keys);
+    return write(p -> p.del(keys), () -> jedis.del(keys), keys);
   }
 
   public long incrBy(String key, long amount) {
-    return write(() -> jedis.incrBy(key, amount), Keys.utf8(key));
+    return write(p -> p.incrBy(key, amount), () -> jedis.incrBy(key, amount), Keys.utf8(key));
   }
 
   public long hset(String key, String field, String value) {
-    return write(() -> jedis.hset(key, field, value), Keys.utf8(key));
+    return write(p -> p.hset(key, field, value), () -> jedis.hset(key, field, value), Keys.utf8(key));
   }
 
   public long hset(String key, Map<String, String> hash) {
-    return write(() -> jedis.hset(key, hash), Keys.utf8(key));
+    return write(p -> p.hset(key, hash), () -> jedis.hset(key, hash), Keys.utf8(key));
   }
 
   public long hdel(String key, String... fields) {
-    return write(() -> jedis.hdel(key, fields), Keys.utf8(key));
+    return write(p -> p.hdel(key, fields), () -> jedis.hdel(key, fields), Keys.utf8(key));
   }
 
   public long expire(String key, long seconds) {
-    return write(() -> jedis.expire(key, seconds), Keys.utf8(key));
+    return write(p -> p.expire(key, seconds), () -> jedis.expire(key, seconds), Keys.utf8(key));
   }
 
   /** Drop {@code keys} here and broadcast their invalidation (e.g. after a database write). */
@@ -509,7 +514,11 @@ public final class HotCache implements AutoCloseable {
     }
   }
 
-  private <T> T write(Supplier<T> op, byte[]... keys) {
+  /**
+   * Run a write, then publish its invalidation: in one round trip (a pipeline) on a single
+   * node, in two on a Cluster (PUBLISH has no key to route a cluster pipeline by).
+   */
+  private <T> T write(Function<Pipeline, Response<T>> piped, Supplier<T> direct, byte[]... keys) {
     boolean publish = broadcast == Broadcast.ALWAYS;
     if (!publish) {
       for (byte[] k : keys) {
@@ -518,19 +527,38 @@ public final class HotCache implements AutoCloseable {
       }
     }
     try {
-      T result = op.get();
+      if (publish && !(jedis instanceof JedisCluster)) {
+        Object pipe = jedis.pipelined();
+        if (pipe instanceof Pipeline p) {
+          try (p) {
+            Response<T> r = piped.apply(p);
+            p.sendCommand(Protocol.Command.PUBLISH, invalidateChannelBytes,
+                Invalidation.encode(origin, Arrays.asList(keys)));
+            p.sync();
+            return r.get();
+          }
+        }
+        if (pipe instanceof AutoCloseable c) {
+          c.close();
+        }
+      }
+      T result = direct.get();
       if (publish) {
         publishInvalidation(keys);
       }
       return result;
+    } catch (Exception e) {
+      if (e instanceof RuntimeException re) {
+        throw re;
+      }
+      throw new HotkeydException("write failed", e);
     } finally {
       dropLocal(keys); // also when the write failed: its effect is unknown
     }
   }
 
   private void publishInvalidation(byte[][] keys) {
-    jedis.publish(invalidateChannel.getBytes(StandardCharsets.UTF_8),
-        Invalidation.encode(origin, Arrays.asList(keys)));
+    jedis.publish(invalidateChannelBytes, Invalidation.encode(origin, Arrays.asList(keys)));
   }
 
   private void dropLocal(byte[][] keys) {

@@ -95,7 +95,11 @@ class HotCacheTest {
         HotCache b = HotCache.builder(jedis).namespace(ns).build().start()) {
       assertEquals("old", a.get("shared"));
       assertEquals("old", b.get("shared"));
+      long publishes = calls("publish");
+      long sets = calls("set");
       b.set("shared", "new");
+      assertEquals(publishes + 1, calls("publish"), "one invalidation per write");
+      assertEquals(sets + 1, calls("set"));
       assertEquals("new", b.get("shared"), "the writer never serves its old copy");
       await(() -> "new".equals(a.get("shared")), "the other cache drops its copy");
       // cached(): a database read, invalidated explicitly
