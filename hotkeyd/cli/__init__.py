@@ -139,17 +139,20 @@ def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, co
     """
     from hotkeyd.conn.redis import connect
     from hotkeyd.console.events import follow_channel
-    from hotkeyd.console.text import format_message
+    from hotkeyd.console.text import format_message, safe_text
     from hotkeyd.wire import Message, Namespace, WireError
 
     def show(data: bytes | str) -> None:
-        if as_json:
-            click.echo(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
+        if as_json:  # re-encoded (ASCII, escapes visible): raw bytes never reach the terminal
+            try:
+                click.echo(json.dumps(json.loads(data)))
+            except Exception as exc:  # not JSON (or nested too deeply ...)
+                click.echo(f"! malformed message: {safe_text(exc, 200)}", err=True)
             return
         try:
             click.echo("\n".join(format_message(Message.loads(data))))
         except WireError as exc:
-            click.echo(f"! malformed message: {exc}", err=True)
+            click.echo(f"! malformed message: {safe_text(exc, 200)}", err=True)
 
     def go() -> int:
         channel_name = Namespace(prefix=namespace, channel_override=channel).channel

@@ -1,25 +1,59 @@
-"""Text rendering: the ``top`` table and ``watch``'s one line per event."""
+"""Text rendering: the ``top`` table and ``watch``'s one line per event.
+
+Everything shown comes from the wire or another process, so it is untrusted: every string
+goes through :func:`safe_text` (control characters, terminal escape sequences and bidi
+overrides become visible escapes, so a forged instance or rule name cannot drive the
+operator's terminal) and every number through :func:`_num` (a wrong type renders as
+``?``, never a traceback).
+"""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
-from hotkeyd.wire import Message, decode_key
+from hotkeyd.wire import Message, WireError, decode_key
 
-__all__ = ["demand_summary", "format_message", "render_top", "show_key"]
+__all__ = ["demand_summary", "format_message", "render_top", "safe_text", "show_key"]
+
+
+def safe_text(value: object, width: int | None = None) -> str:
+    """``value`` as one printable line: non-printable characters (ESC, other C0/C1
+    controls, bidi and other format characters, line breaks) escaped as ``\\x1b`` etc."""
+    text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if width is not None and len(text) > width:
+        text = text[: width - 3] + "..."
+    return text
 
 
 def show_key(key: bytes, width: int = 60) -> str:
     """A key as one printable line: invalid UTF-8 and control bytes escaped once."""
-    text = key.decode("utf-8", "backslashreplace")
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return safe_text(key, width)
 
 
-def _since(since: float | None, now: float) -> str:
-    if not since:
+def _num(v: object) -> float:
+    """A number from untrusted data; NaN when it is not one (rendered as ``nan``)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        return math.nan
+    try:
+        return float(v)
+    except (ValueError, OverflowError):
+        return math.nan
+
+
+def _key(e: dict[str, Any]) -> str:
+    try:
+        return show_key(decode_key(e))
+    except WireError:
+        return "?" + safe_text(e.get("key", ""), 58)
+
+
+def _since(since: object, now: float) -> str:
+    since = _num(since)
+    if not since or not math.isfinite(since):
         return "-"
     secs = max(0.0, now - since)
     return f"{secs:.1f}s ago" if secs < 120 else f"{secs / 60:.1f}m ago"
@@ -39,10 +73,14 @@ def demand_summary(data: dict[str, Any]) -> tuple[float, float]:
     A key's ``rate`` is its total demand: what the daemon saw reach Redis plus what app
     caches reported serving locally (``local``, from demand reports).
     """
-    top = data.get("top", [])
-    total = sum(float(e.get("rate", 0.0)) for e in top)
-    local = sum(min(float(e.get("local", 0.0)), float(e.get("rate", 0.0))) for e in top)
-    return total, local
+    top = [e for e in _list(data.get("top")) if isinstance(e, dict)]
+    rates = [(_num(e.get("rate", 0.0)), _num(e.get("local", 0.0))) for e in top]
+    rates = [(r, lo) for r, lo in rates if math.isfinite(r) and math.isfinite(lo)]
+    return sum(r for r, _ in rates), sum(min(lo, r) for r, lo in rates)
+
+
+def _list(v: object) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def render_top(data: dict[str, Any], limit: int, *, now: float | None = None) -> str:
@@ -55,28 +93,30 @@ def render_top(data: dict[str, Any], limit: int, *, now: float | None = None) ->
     locally (demand reports).
     """
     now = time.time() if now is None else now
-    hot = data.get("hot", [])
+    hot = [e for e in _list(data.get("hot")) if isinstance(e, dict)]
+    top = [e for e in _list(data.get("top")) if isinstance(e, dict)]
     total, local = demand_summary(data)
+    instances = ", ".join(safe_text(i, 80) for i in _list(data.get("instances")))
     lines = [
-        f"hot keys: {len(hot)}   instances: {', '.join(data.get('instances', [])) or '-'}   "
+        f"hot keys: {len(hot)}   instances: {instances or '-'}   "
         f"demand: {total:.1f}/s, {_local_pct(total, local)} served from app caches",
         "",
     ]
     lines.append(
         f"{'KEY':<60} {'RATE/s':>12} {'LOCAL%':>6} {'RULE':<16} {'KIND':<6} {'HOT SINCE':<12}"
     )
-    tops = {_ident(e): e for e in data.get("top", [])}
+    tops = {_ident(e): e for e in top}
     seen = {_ident(e) for e in hot}
     rows = [(e, tops.get(_ident(e), e), True) for e in hot]
-    rows += [(e, e, False) for e in data.get("top", []) if _ident(e) not in seen]
-    rows.sort(key=lambda r: (not r[2], -float(r[1].get("rate", 0.0))))
+    rows += [(e, e, False) for e in top if _ident(e) not in seen]
+    rows.sort(key=lambda r: (not r[2], -(_num(r[1].get("rate", 0.0)) or 0.0)))
     for e, t, is_hot in rows[:limit]:
         mark = "*" if is_hot else " "
-        rate = float(t.get("rate", 0))
-        pct = _local_pct(rate, float(t["local"])) if "local" in t else "-"
+        rate = _num(t.get("rate", 0))
+        pct = _local_pct(rate, _num(t["local"])) if "local" in t else "-"
         lines.append(
-            f"{mark}{show_key(decode_key(e)):<59} {rate:>12.1f} {pct:>6} "
-            f"{e.get('rule', '')!s:<16} {e.get('kind') or '-'!s:<6} "
+            f"{mark}{_key(e):<59} {rate:>12.1f} {pct:>6} "
+            f"{safe_text(e.get('rule', ''), 16):<16} {safe_text(e.get('kind') or '-', 6):<6} "
             f"{_since(e.get('since') if is_hot else None, now):<12}"
         )
     lines += ["", "* = hot now; LOCAL% = share of the rate served from app caches"]
@@ -85,13 +125,19 @@ def render_top(data: dict[str, Any], limit: int, *, now: float | None = None) ->
 
 def format_message(msg: Message) -> list[str]:
     """One line per hot and cool entry of a notification (``watch``'s view)."""
-    stamp = time.strftime("%H:%M:%S", time.localtime(msg.ts)) + f".{int(msg.ts * 1000) % 1000:03d}"
+    try:
+        stamp = time.strftime("%H:%M:%S", time.localtime(msg.ts))
+        stamp += f".{int(msg.ts * 1000) % 1000:03d}"
+    except (OverflowError, OSError, ValueError):  # a ts no calendar holds (forged: 1e18)
+        stamp = f"ts={msg.ts:g}"
     tags = [t for t, on in (("full", msg.full), ("final", msg.final)) if on]
-    head = f"{stamp} {msg.instance} #{msg.seq}" + (f" [{','.join(tags)}]" if tags else "")
+    head = f"{stamp} {safe_text(msg.instance, 80)} #{msg.seq}" + (
+        f" [{','.join(tags)}]" if tags else ""
+    )
     lines = [
-        f"{head} HOT  {show_key(h.key)} rate={h.rate:.1f}/s rule={h.rule} ttl={h.ttl_ms}ms"
-        + (f" kind={h.kind}" if h.kind else "")
+        f"{head} HOT  {show_key(h.key)} rate={h.rate:.1f}/s rule={safe_text(h.rule, 80)} "
+        f"ttl={h.ttl_ms}ms" + (f" kind={h.kind}" if h.kind else "")
         for h in msg.hot
     ]
-    lines += [f"{head} COOL {show_key(c.key)} rule={c.rule}" for c in msg.cool]
+    lines += [f"{head} COOL {show_key(c.key)} rule={safe_text(c.rule, 80)}" for c in msg.cool]
     return lines or [f"{head} (no changes)"]
