@@ -351,7 +351,7 @@ class Service:
             name = self._lane_names[i]
             batches = src.next_batch(share)
             for batch in batches:
-                part = batch.meta.get("lane") if batch.meta else None
+                part = batch.lane
                 lane = name if part is None else f"{name}/{part}"
                 self._source_lanes[i].add(lane)
                 result = self.detector.ingest(batch, lane=lane)

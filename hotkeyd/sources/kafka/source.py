@@ -406,7 +406,7 @@ class KafkaSource:
             batches, bad = self._decoder.decode(records)
             lane = f"{tp.topic}[{tp.partition}]"  # each partition has its own event time
             for b in batches:
-                b.meta["lane"] = lane
+                b.lane = lane
             if bad:
                 self._reject(tp, bad)
             next_offset = records[-1].offset + 1
