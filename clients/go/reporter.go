@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // MaxReportCount caps one key's count in one reporter message (the daemon's limit).
@@ -69,6 +70,13 @@ func NewReporter(o ReporterOptions) (*Reporter, error) {
 		kgo.DefaultProduceTopic(o.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
+		// Counts are aggregates re-sent on failure: exactly-once adds a producer id round
+		// trip and broker state for nothing, and not every Kafka-protocol broker has it.
+		kgo.DisableIdempotentWrite(),
+		// Protocol versions up to Kafka 3.6 are all a producer of small messages needs,
+		// and every broker we test speaks them (Apache Kafka 3.x/4.x, Tansu); pass
+		// kgo.MaxVersions in KafkaOptions to change it.
+		kgo.MaxVersions(kversion.V3_6_0()),
 	}, o.KafkaOptions...)
 	kc, err := kgo.NewClient(opts...)
 	if err != nil {
