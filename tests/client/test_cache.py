@@ -20,6 +20,12 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
+def redis_server(any_redis_server: RedisServer) -> RedisServer:
+    """Every test here runs on redis-server and on valkey-server."""
+    return any_redis_server
+
+
+@pytest.fixture
 def cache(redis_server: RedisServer, ns: Namespace, daemon: FakeDaemon) -> Iterator[HotCache]:
     daemon.write_snapshot()
     c = HotCache(redis.Redis.from_url(redis_server.url), namespace=ns, wait_timeout=5.0).start()

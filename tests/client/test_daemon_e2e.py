@@ -27,6 +27,13 @@ from .loop_harness import RULES, App, Daemon, EventWatcher, check_loop, run_loop
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+
+@pytest.fixture
+def redis_server(any_redis_server: RedisServer) -> RedisServer:
+    """Every test here runs on redis-server and on valkey-server."""
+    return any_redis_server
+
+
 KEY = b"product:1"
 SECONDS = 30.0
 

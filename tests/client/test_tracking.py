@@ -16,6 +16,12 @@ from .helpers import FakeDaemon, wait_until
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def redis_server(any_redis_server: RedisServer) -> RedisServer:
+    """Every test here runs on redis-server and on valkey-server."""
+    return any_redis_server
+
+
 @pytest.fixture(params=["optin", "bcast"])
 def tracked(
     request: pytest.FixtureRequest, redis_server: RedisServer, ns: Namespace, daemon: FakeDaemon

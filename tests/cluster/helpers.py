@@ -34,14 +34,14 @@ def get_calls(node: RedisServer, cmd: str = "get") -> int:
 
 
 def tap_daemon(
-    cluster: RedisClusterServers, prefix: str, tmp_path: Path, *extra: str, primaries: int = 3
+    cluster: RedisClusterServers, prefix: str, tmp_path: Path, *extra: str, nodes: int = 3
 ) -> Daemon:
-    """``hotkeyd run`` tapping every primary with MONITOR and publishing to the cluster."""
+    """``hotkeyd run`` tapping the first ``nodes`` nodes with MONITOR, publishing to the cluster."""
     rules = tmp_path / "rules.toml"
     rules.write_text(RULES)
     sources: list[str] = []
-    for node in cluster.nodes[:primaries]:
-        sources += ["-s", f"redis-monitor://127.0.0.1:{node.port}"]
+    for node in cluster.nodes[:nodes]:
+        sources += ["-s", f"redis-monitor://127.0.0.1:{node.port}?cluster=no"]
     return Daemon(
         *sources,
         "--redis-url",

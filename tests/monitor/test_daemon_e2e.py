@@ -16,6 +16,12 @@ from hotkeyd.wire import Message
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def redis_server(any_redis_server: RedisServer) -> RedisServer:
+    """Every test here runs on redis-server and on valkey-server."""
+    return any_redis_server
+
+
 def test_daemon_publishes_hot_key_seen_through_monitor(
     redis_server: RedisServer, shared_redis: RedisServer, unique: str, tmp_path: Path
 ) -> None:
