@@ -8,8 +8,7 @@ sketch run against both (``sketch_kind`` fixture).
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,69 +18,7 @@ from hotkeyd.clock import ManualClock
 from hotkeyd.detector import Detector, DetectorConfig, TickResult
 from hotkeyd.detector.rules import RuleSet
 from hotkeyd.metrics import Metrics
-
-
-class ExactSketch:
-    """Exact counts with a top-k view; same surface as ``hotkeyd.sketch.HeavyKeeper``."""
-
-    def __init__(self, k: int = 200, max_key_len: int = 1024, capacity: int = 1 << 20) -> None:
-        self.k = k
-        self.max_key_len = max_key_len
-        self.capacity = capacity
-        self.counts: dict[bytes, int] = {}
-
-    def _add(self, key: bytes, count: int) -> None:
-        if key in self.counts:
-            self.counts[key] += count
-        elif len(self.counts) < self.capacity:
-            self.counts[key] = count
-
-    def update(self, key: bytes, count: int = 1) -> None:
-        self._add(key, count)
-
-    def update_many(self, keys: Sequence[bytes], counts: Any = None) -> None:
-        # Like the real sketch: validate the whole batch first, then apply it.
-        cs = [1] * len(keys) if counts is None else [int(c) for c in counts]
-        if len(cs) != len(keys) or any(c < 0 for c in cs):
-            raise ValueError("bad counts")
-        if any(len(key) > self.max_key_len for key in keys):
-            raise ValueError("key too long")
-        for key, c in zip(keys, cs, strict=True):
-            self._add(key, c)
-
-    def update_lines(self, buf: Any, counted: bool = False) -> tuple[int, int, int]:
-        events = oversized = malformed = 0
-        for line in bytes(buf).split(b"\n"):
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                continue
-            count = 1
-            if counted:
-                key, tab, num = line.rpartition(b"\t")
-                if not tab or not num.isdigit():
-                    malformed += 1
-                    continue
-                line, count = key, int(num)
-            if len(line) > self.max_key_len:
-                oversized += 1
-                continue
-            self._add(line, count)
-            events += count
-        return events, oversized, malformed
-
-    def topk(self, n: int | None = None) -> list[tuple[bytes, int]]:
-        return heapq.nlargest(n or self.k, self.counts.items(), key=lambda kv: (kv[1], kv[0]))
-
-    def estimate(self, key: bytes) -> int:
-        return self.counts.get(key, 0)
-
-    def clear(self) -> None:
-        self.counts = {}
-
-    @property
-    def nbytes(self) -> int:
-        return 64 * len(self.counts)
+from hotkeyd.testing import ExactSketch
 
 
 def sketch_factory_for(kind: str, config: DetectorConfig) -> Callable[[], Any] | None:

@@ -353,8 +353,8 @@ def test_top_and_hot_break_ties_alike() -> None:
         sketch_factory=ExactSketch,
     )
     keys = [b"b", b"a", b"c"]
-    det.ingest(Batch(keys=keys, counts=[100, 100, 100], ts=clock.time()))
-    det.ingest(Batch(keys=[b"a"], counts=[100], db=1, ts=clock.time()))
+    det.ingest(Batch(keys=keys, counts=[100, 100, 100]))
+    det.ingest(Batch(keys=[b"a"], counts=[100], db=1))
     clock.advance(0.5)
     det.tick()
     hot = [(h.db, h.key) for h in det.hot()]
