@@ -12,10 +12,18 @@ final class RedisServer implements AutoCloseable {
   private final Process proc;
 
   RedisServer() throws IOException, InterruptedException {
+    this(List.of());
+  }
+
+  /** With extra server arguments; the server runs in a fresh temporary directory. */
+  RedisServer(List<String> extra) throws IOException, InterruptedException {
     this.port = freePort();
     String bin = System.getenv().getOrDefault("REDIS_SERVER", "redis-server");
-    proc = new ProcessBuilder(List.of(bin, "--port", Integer.toString(port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no"))
+    java.util.List<String> args = new java.util.ArrayList<>(List.of(bin, "--port",
+        Integer.toString(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+        java.nio.file.Files.createTempDirectory("hotkeyd-redis-").toString()));
+    args.addAll(extra);
+    proc = new ProcessBuilder(args)
         .redirectOutput(new File("/dev/null"))
         .redirectError(ProcessBuilder.Redirect.INHERIT)
         .start();

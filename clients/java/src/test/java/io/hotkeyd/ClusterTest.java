@@ -1,0 +1,70 @@
+package io.hotkeyd;
+
+import static io.hotkeyd.SubscriberTest.await;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import redis.clients.jedis.JedisCluster;
+import redis.clients.jedis.util.JedisClusterCRC16;
+
+/** The client on a real 3-primary Redis Cluster through JedisCluster. */
+class ClusterTest {
+  static RedisCluster cluster;
+  static JedisCluster jedis;
+
+  @BeforeAll
+  static void up() throws Exception {
+    cluster = new RedisCluster(3);
+    jedis = new JedisCluster(cluster.hosts());
+  }
+
+  @AfterAll
+  static void down() throws Exception {
+    jedis.close();
+    cluster.close();
+  }
+
+  @Test
+  void hotCacheAndInvalidationOnACluster() throws Exception {
+    Namespace ns = Namespace.of("cl-" + System.nanoTime());
+    assertEquals(JedisClusterCRC16.getSlot(ns.instances()), JedisClusterCRC16.getSlot(ns.snapshot("d1")));
+    FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
+    d.snapshot(FakeDaemon.hot("item:1", 60_000), FakeDaemon.hot("item:2", 60_000));
+    jedis.set("item:1", "a");
+    jedis.set("item:2", "b");
+    try (HotCache one = HotCache.builder(jedis).namespace(ns).build().start();
+        HotCache two = HotCache.builder(jedis).namespace(ns).build().start()) {
+      assertEquals("a", one.get("item:1"));
+      assertEquals("b", one.get("item:2"));
+      long hits = one.stats().hits.sum();
+      assertEquals("a", one.get("item:1"));
+      assertEquals(hits + 1, one.stats().hits.sum(), "served locally");
+      two.set("item:1", "a2");
+      await(() -> "a2".equals(one.get("item:1")), "invalidation across the cluster's pub/sub");
+      d.publish(FakeDaemon.hot("item:3", 60_000));
+      await(() -> one.hotset().isHot(KeyId.of("item:3")), "events from any node");
+    }
+  }
+
+  @Test
+  void shardedCounterOnACluster() throws Exception {
+    for (boolean tag : new boolean[] {true, false}) {
+      ShardedCounter c = new ShardedCounter(jedis, "stock-" + tag + System.nanoTime(), 6, tag);
+      c.setTotal(12);
+      long taken = 0;
+      while (c.take("u" + taken, 1) >= 0) {
+        taken++;
+      }
+      assertEquals(12, taken, "hash tag " + tag);
+      assertEquals(0, c.value());
+      if (!tag) {
+        long slots = c.keys().stream().mapToInt(JedisClusterCRC16::getSlot).distinct().count();
+        assertTrue(slots > 1, "spread shards live in several slots");
+      }
+      c.clear();
+    }
+  }
+}
