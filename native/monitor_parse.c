@@ -143,7 +143,24 @@ oom:
 
 void mp_out_init(mp_out *o) { memset(o, 0, sizeof *o); }
 
+/* Buffers keep their capacity between feeds (no realloc per chunk), except a capacity
+ * above MP_KEEP bytes, which only a rare large line needs: it is released once that line
+ * is done, so three 50 MB SETs do not pin 150 MB for the life of the tap. */
+#define MP_KEEP ((size_t)1 << 20)
+
+static void release_big(void **buf, size_t *cap, size_t elem) {
+    if (*cap * elem > MP_KEEP) {
+        free(*buf);
+        *buf = NULL;
+        *cap = 0;
+    }
+}
+
 void mp_out_reset(mp_out *o) {
+    release_big((void **)&o->arena, &o->arena_cap, 1);
+    release_big((void **)&o->items, &o->items_cap, sizeof(mp_item));
+    release_big((void **)&o->lines, &o->lines_cap, sizeof(mp_line));
+    release_big((void **)&o->replies, &o->replies_cap, sizeof(mp_item));
     o->arena_len = o->nitems = o->nlines = o->nreplies = 0;
     o->n_monitor = o->n_skipped = o->n_malformed = o->n_too_long = o->n_unknown = 0;
     o->ts_first = o->ts_last = 0.0;
@@ -510,11 +527,24 @@ static int parse_line(mp_parser *p, const char *s, size_t n, int mode, mp_out *o
     return 0;
 }
 
+static void release_line_buffers(mp_parser *p) {
+    release_big((void **)&p->partial, &p->partial_cap, 1);
+    release_big((void **)&p->scratch, &p->scratch_cap, 1);
+    if (p->args_cap * (sizeof(char *) + sizeof(size_t)) > MP_KEEP) {
+        free((void *)p->argv);
+        free(p->argl);
+        p->argv = NULL;
+        p->argl = NULL;
+        p->args_cap = 0;
+    }
+}
+
 static int partial_put(mp_parser *p, const char *s, size_t n, mp_out *out) {
     if (p->dropping) return 0;
     if (p->partial_len + n > p->max_line) {
         p->dropping = 1;
         p->partial_len = 0;
+        release_line_buffers(p);
         out->n_too_long++;
         return 0;
     }
@@ -527,7 +557,11 @@ static int partial_put(mp_parser *p, const char *s, size_t n, mp_out *out) {
 static int finish_line(mp_parser *p, const char *s, size_t n, int mode, mp_out *out) {
     if (n && s[n - 1] == '\r') n--;
     if (n > p->max_line) { out->n_too_long++; return 0; }
-    return parse_line(p, s, n, mode, out);
+    int r = parse_line(p, s, n, mode, out);
+    if (p->scratch_cap > MP_KEEP || p->args_cap * sizeof(char *) > MP_KEEP) {
+        if (s != p->partial) release_line_buffers(p); /* partial: freed by the caller */
+    }
+    return r;
 }
 
 int mp_feed(mp_parser *p, const char *data, size_t len, int mode, mp_out *out) {
@@ -544,6 +578,7 @@ int mp_feed(mp_parser *p, const char *data, size_t len, int mode, mp_out *out) {
             } else {
                 int r = finish_line(p, p->partial, p->partial_len, mode, out);
                 p->partial_len = 0;
+                release_line_buffers(p);
                 if (r < 0) return -1;
             }
         } else {

@@ -118,6 +118,11 @@ class Settings:
     heartbeat: float = option(1.0, "Snapshot refresh interval, seconds.")
     shutdown_timeout: float = option(5.0, "Flush deadline on SIGTERM.")
     monitor_duty: float = option(1.0, "MONITOR duty cycle in (0, 1].")
+    monitor_max_line: int = option(
+        16 << 20,
+        "Longest MONITOR line read (bytes); longer ones (a SET of a large value: MONITOR "
+        "escapes binary 4x) are skipped and counted (too_long) in bounded memory.",
+    )
     log_level: str = option(
         "INFO", "Log verbosity (logs go to stderr).", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
@@ -143,6 +148,8 @@ class Settings:
             raise bad("history_maxlen", "must be >= 1", self.history_maxlen)
         if not self.history_max_age > 0:
             raise bad("history_max_age", "must be > 0 seconds", self.history_max_age)
+        if self.monitor_max_line < 1024:
+            raise bad("monitor_max_line", "must be >= 1024 bytes", self.monitor_max_line)
         if not 0 < self.monitor_duty <= 1:
             raise bad("monitor_duty", "must be in (0, 1]", self.monitor_duty)
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

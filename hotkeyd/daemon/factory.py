@@ -63,6 +63,12 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
         from hotkeyd.sources.monitor.source import MonitorSource
 
         sources.append(
-            MonitorSource(monitor_urls, duty=settings.monitor_duty, metrics=metrics, clock=clock)
+            MonitorSource(
+                monitor_urls,
+                duty=settings.monitor_duty,
+                metrics=metrics,
+                clock=clock,
+                max_line=settings.monitor_max_line,
+            )
         )
     return sources

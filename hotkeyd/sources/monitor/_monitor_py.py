@@ -334,7 +334,7 @@ class Parser:
                     self._dropping = False
                 else:
                     lines.append(bytes(self._partial))
-                    self._partial.clear()
+                    self._partial = bytearray()
             else:
                 lines.append(mv[pos:nl])
             pos = nl + 1
@@ -353,7 +353,7 @@ class Parser:
             return
         if len(self._partial) + len(chunk) > self._max_line:
             self._dropping = True
-            self._partial.clear()
+            self._partial = bytearray()  # released, as the C parser releases large buffers
             counters[1] += 1
             return
         self._partial += chunk

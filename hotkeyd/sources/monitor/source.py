@@ -91,7 +91,7 @@ class MonitorSource:
         max_lag: float = 10.0,
         max_pending_bytes: int = 256 << 20,
         read_size: int = 1 << 20,
-        max_line: int = 64 << 20,
+        max_line: int = 16 << 20,
         poll_interval: float = 0.5,
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
