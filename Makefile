@@ -71,14 +71,20 @@ test-go:            ## the Go client (clients/go): vet, race-checked tests, the 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm test
 
+# C files formatted with .clang-format so far (the sketch bindings join once their
+# rewrite has landed; add them here and in .pre-commit-config.yaml).
+CLANG_FORMATTED := native/_monitormodule.c
+
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks examples
 	$(BIN)/ruff format --check hotkeyd tests benchmarks examples
 	$(BIN)/mypy
+	$(BIN)/clang-format --dry-run --Werror $(CLANG_FORMATTED)
 
 format: $(PY)
 	$(BIN)/ruff format hotkeyd tests benchmarks examples
 	$(BIN)/ruff check --fix hotkeyd tests benchmarks examples
+	$(BIN)/clang-format -i $(CLANG_FORMATTED)
 
 bench: $(PY)
 	$(PY) benchmarks/run_all.py

@@ -49,8 +49,9 @@ static int as_int(PyObject *o, int *out, const char *what) {
 static int parse_spec(PyObject *o, mp_keyspec *ks) {
     memset(ks, 0, sizeof *ks);
     if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 8) {
-        PyErr_SetString(PyExc_TypeError,
-                        "a key spec must be a tuple (bs_type, bs_arg, keyword, fk_type, a, b, c, write)");
+        PyErr_SetString(
+            PyExc_TypeError,
+            "a key spec must be a tuple (bs_type, bs_arg, keyword, fk_type, a, b, c, write)");
         return -1;
     }
     if (as_int(PyTuple_GET_ITEM(o, 0), &ks->bs_type, "bs_type") < 0) return -1;
@@ -86,7 +87,10 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->t = mp_table_new();
-    if (!self->t) { PyErr_NoMemory(); return -1; }
+    if (!self->t) {
+        PyErr_NoMemory();
+        return -1;
+    }
     PyObject *it = PyObject_GetIter(entries);
     if (!it) return -1;
     PyObject *e;
@@ -96,7 +100,8 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
         Py_ssize_t nlen;
         int special;
         if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 3) {
-            PyErr_SetString(PyExc_TypeError, "a table entry must be a tuple (name, special, specs)");
+            PyErr_SetString(PyExc_TypeError,
+                            "a table entry must be a tuple (name, special, specs)");
             goto fail;
         }
         if (get_bytes(PyTuple_GET_ITEM(e, 0), &name, &nlen, "name") < 0) goto fail;
@@ -110,13 +115,20 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
             goto fail;
         }
         for (Py_ssize_t i = 0; i < ns; i++) {
-            if (parse_spec(PySequence_Fast_GET_ITEM(sl, i), &specs[i]) < 0) { Py_DECREF(sl); goto fail; }
+            if (parse_spec(PySequence_Fast_GET_ITEM(sl, i), &specs[i]) < 0) {
+                Py_DECREF(sl);
+                goto fail;
+            }
         }
         int r = mp_table_add(self->t, name, (size_t)nlen, special, specs, (int)ns);
         Py_DECREF(sl);
-        if (r == -1) { PyErr_NoMemory(); goto fail; }
+        if (r == -1) {
+            PyErr_NoMemory();
+            goto fail;
+        }
         if (r == -2) {
-            PyErr_Format(PyExc_ValueError, "command name empty or longer than %d bytes", MP_MAX_NAME - 1);
+            PyErr_Format(PyExc_ValueError, "command name empty or longer than %d bytes",
+                         MP_MAX_NAME - 1);
             goto fail;
         }
         Py_DECREF(e);
@@ -129,13 +141,15 @@ fail:
     return -1;
 }
 
-static Py_ssize_t Table_len(TableObject *self) { return (Py_ssize_t)mp_table_size(self->t); }
+static Py_ssize_t Table_len(TableObject *self) {
+    return (Py_ssize_t)mp_table_size(self->t);
+}
 
 static PySequenceMethods Table_as_seq = {.sq_length = (lenfunc)Table_len};
 
 static PyTypeObject TableType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "hotkeyd.sources.monitor._monitor.Table",
+    PyVarObject_HEAD_INIT(NULL, 0) /* (the macro brings its own comma) */
+        .tp_name = "hotkeyd.sources.monitor._monitor.Table",
     .tp_basicsize = sizeof(TableObject),
     .tp_dealloc = (destructor)Table_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -151,8 +165,12 @@ static PyObject *replies_list(const mp_out *o) {
     PyObject *l = PyList_New((Py_ssize_t)o->nreplies);
     if (!l) return NULL;
     for (size_t i = 0; i < o->nreplies; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(o->arena + o->replies[i].off, (Py_ssize_t)o->replies[i].len);
-        if (!b) { Py_DECREF(l); return NULL; }
+        PyObject *b =
+            PyBytes_FromStringAndSize(o->arena + o->replies[i].off, (Py_ssize_t)o->replies[i].len);
+        if (!b) {
+            Py_DECREF(l);
+            return NULL;
+        }
         PyList_SET_ITEM(l, (Py_ssize_t)i, b);
     }
     return l;
@@ -170,9 +188,16 @@ static PyObject *groups_dict(const mp_out *o) {
             if (!k) goto fail;
             cur = PyDict_GetItemWithError(d, k);
             if (!cur) {
-                if (PyErr_Occurred()) { Py_DECREF(k); goto fail; }
+                if (PyErr_Occurred()) {
+                    Py_DECREF(k);
+                    goto fail;
+                }
                 cur = PyList_New(0);
-                if (!cur || PyDict_SetItem(d, k, cur) < 0) { Py_XDECREF(cur); Py_DECREF(k); goto fail; }
+                if (!cur || PyDict_SetItem(d, k, cur) < 0) {
+                    Py_XDECREF(cur);
+                    Py_DECREF(k);
+                    goto fail;
+                }
                 Py_DECREF(cur);
             }
             Py_DECREF(k);
@@ -196,16 +221,26 @@ static PyObject *args_lines(const mp_out *o) {
     for (size_t i = 0; i < o->nlines; i++) {
         const mp_line *L = &o->lines[i];
         PyObject *a = PyList_New((Py_ssize_t)L->nitems);
-        if (!a) { Py_DECREF(l); return NULL; }
+        if (!a) {
+            Py_DECREF(l);
+            return NULL;
+        }
         for (size_t j = 0; j < L->nitems; j++) {
             const mp_item *it = &o->items[L->first_item + j];
             PyObject *b = PyBytes_FromStringAndSize(o->arena + it->off, (Py_ssize_t)it->len);
-            if (!b) { Py_DECREF(a); Py_DECREF(l); return NULL; }
+            if (!b) {
+                Py_DECREF(a);
+                Py_DECREF(l);
+                return NULL;
+            }
             PyList_SET_ITEM(a, (Py_ssize_t)j, b);
         }
         PyObject *t = Py_BuildValue("(dly#N)", L->ts, L->db, o->arena + L->addr_off,
                                     (Py_ssize_t)L->addr_len, a);
-        if (!t) { Py_DECREF(l); return NULL; }
+        if (!t) {
+            Py_DECREF(l);
+            return NULL;
+        }
         PyList_SET_ITEM(l, (Py_ssize_t)i, t);
     }
     return l;
@@ -230,7 +265,8 @@ static void Parser_dealloc(ParserObject *self) {
 
 static int set_table(ParserObject *self, PyObject *table) {
     if (table != Py_None && !PyObject_TypeCheck(table, &TableType)) {
-        PyErr_Format(PyExc_TypeError, "table must be a Table or None, not %.100s", Py_TYPE(table)->tp_name);
+        PyErr_Format(PyExc_TypeError, "table must be a Table or None, not %.100s",
+                     Py_TYPE(table)->tp_name);
         return -1;
     }
     Py_XDECREF(self->table);
@@ -249,7 +285,8 @@ static int Parser_init(ParserObject *self, PyObject *args, PyObject *kwds) {
     PyObject *table = Py_None;
     Py_ssize_t max_line = 64 << 20;
     int skip_scripts = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$np:Parser", kwlist, &table, &max_line, &skip_scripts))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$np:Parser", kwlist, &table, &max_line,
+                                     &skip_scripts))
         return -1;
     if (max_line < 64) {
         PyErr_Format(PyExc_ValueError, "max_line must be >= 64, got %zd", max_line);
@@ -257,15 +294,24 @@ static int Parser_init(ParserObject *self, PyObject *args, PyObject *kwds) {
     }
     if (self->p) return 0;
     self->p = mp_parser_new((size_t)max_line);
-    if (!self->p) { PyErr_NoMemory(); return -1; }
+    if (!self->p) {
+        PyErr_NoMemory();
+        return -1;
+    }
     mp_out_init(&self->out);
     mp_parser_set_skip_scripts(self->p, skip_scripts);
     return set_table(self, table);
 }
 
 static int check_ready(ParserObject *self) {
-    if (!self->p) { PyErr_SetString(PyExc_RuntimeError, "Parser not initialised"); return -1; }
-    if (self->busy) { PyErr_SetString(PyExc_RuntimeError, "Parser used from two threads at once"); return -1; }
+    if (!self->p) {
+        PyErr_SetString(PyExc_RuntimeError, "Parser not initialised");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Parser used from two threads at once");
+        return -1;
+    }
     return 0;
 }
 
@@ -276,12 +322,14 @@ static int do_feed(ParserObject *self, PyObject *data, int mode) {
     self->busy = 1;
     mp_out_reset(&self->out);
     int r;
-    Py_BEGIN_ALLOW_THREADS
-    r = mp_feed(self->p, (const char *)view.buf, (size_t)view.len, mode, &self->out);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
+    Py_BEGIN_ALLOW_THREADS r =
+        mp_feed(self->p, (const char *)view.buf, (size_t)view.len, mode, &self->out);
+    Py_END_ALLOW_THREADS self->busy = 0;
     PyBuffer_Release(&view);
-    if (r < 0) { PyErr_NoMemory(); return -1; }
+    if (r < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
 }
 
@@ -291,7 +339,10 @@ static PyObject *Parser_feed(ParserObject *self, PyObject *data) {
     PyObject *g = groups_dict(o);
     if (!g) return NULL;
     PyObject *rl = replies_list(o);
-    if (!rl) { Py_DECREF(g); return NULL; }
+    if (!rl) {
+        Py_DECREF(g);
+        return NULL;
+    }
     return Py_BuildValue("(NNKKKKKdd)", g, rl, (unsigned long long)o->n_monitor,
                          (unsigned long long)o->n_skipped, (unsigned long long)o->n_malformed,
                          (unsigned long long)o->n_too_long, (unsigned long long)o->n_unknown,
@@ -304,7 +355,10 @@ static PyObject *Parser_feed_args(ParserObject *self, PyObject *data) {
     PyObject *l = args_lines(o);
     if (!l) return NULL;
     PyObject *rl = replies_list(o);
-    if (!rl) { Py_DECREF(l); return NULL; }
+    if (!rl) {
+        Py_DECREF(l);
+        return NULL;
+    }
     return Py_BuildValue("(NNKK)", l, rl, (unsigned long long)o->n_malformed,
                          (unsigned long long)o->n_too_long);
 }
@@ -317,13 +371,19 @@ static PyObject *Parser_set_skip(ParserObject *self, PyObject *addrs) {
     const char **s = (const char **)PyMem_Calloc((size_t)n + 1, sizeof(char *));
     size_t *l = (size_t *)PyMem_Calloc((size_t)n + 1, sizeof(size_t));
     PyObject *ret = NULL;
-    if (!s || !l) { PyErr_NoMemory(); goto done; }
+    if (!s || !l) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t len;
         if (get_bytes(PySequence_Fast_GET_ITEM(seq, i), &s[i], &len, "address") < 0) goto done;
         l[i] = (size_t)len;
     }
-    if (mp_parser_set_skip(self->p, s, l, (size_t)n) < 0) { PyErr_NoMemory(); goto done; }
+    if (mp_parser_set_skip(self->p, s, l, (size_t)n) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     ret = Py_None;
     Py_INCREF(ret);
 done:
@@ -348,7 +408,8 @@ static PyMethodDef Parser_methods[] = {
      "feed(data) -> (groups, replies, n_monitor, n_skipped, n_malformed, n_too_long, n_unknown, "
      "ts_first, ts_last); groups maps db*2+write to the list of keys."},
     {"feed_args", (PyCFunction)Parser_feed_args, METH_O,
-     "feed_args(data) -> (lines, replies, n_malformed, n_too_long); lines are (ts, db, addr, args)."},
+     "feed_args(data) -> (lines, replies, n_malformed, n_too_long); lines are (ts, db, addr, "
+     "args)."},
     {"set_skip", (PyCFunction)Parser_set_skip, METH_O, "Skip lines from these client addresses."},
     {"set_table", (PyCFunction)Parser_set_table, METH_O, "Replace the command table (or None)."},
     {NULL, NULL, 0, NULL},
@@ -360,8 +421,8 @@ static PyGetSetDef Parser_getset[] = {
 };
 
 static PyTypeObject ParserType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "hotkeyd.sources.monitor._monitor.Parser",
+    PyVarObject_HEAD_INIT(NULL, 0) /* (the macro brings its own comma) */
+        .tp_name = "hotkeyd.sources.monitor._monitor.Parser",
     .tp_basicsize = sizeof(ParserObject),
     .tp_dealloc = (destructor)Parser_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -385,7 +446,10 @@ static PyObject *mod_extract(PyObject *m, PyObject *args) {
     PyObject *ret = NULL;
     mp_out out;
     mp_out_init(&out);
-    if (!s || !l) { PyErr_NoMemory(); goto done; }
+    if (!s || !l) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
         if (!PyBytes_Check(o)) {
@@ -395,13 +459,20 @@ static PyObject *mod_extract(PyObject *m, PyObject *args) {
         s[i] = PyBytes_AS_STRING(o);
         l[i] = (size_t)PyBytes_GET_SIZE(o);
     }
-    if (mp_extract(((TableObject *)table)->t, s, l, (int)n, &out, 0) < 0) { PyErr_NoMemory(); goto done; }
+    if (mp_extract(((TableObject *)table)->t, s, l, (int)n, &out, 0) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     ret = PyList_New((Py_ssize_t)out.nitems);
     if (!ret) goto done;
     for (size_t i = 0; i < out.nitems; i++) {
-        PyObject *t = Py_BuildValue("(y#O)", out.arena + out.items[i].off, (Py_ssize_t)out.items[i].len,
-                                    out.items[i].tag & 1 ? Py_True : Py_False);
-        if (!t) { Py_CLEAR(ret); goto done; }
+        PyObject *t =
+            Py_BuildValue("(y#O)", out.arena + out.items[i].off, (Py_ssize_t)out.items[i].len,
+                          out.items[i].tag & 1 ? Py_True : Py_False);
+        if (!t) {
+            Py_CLEAR(ret);
+            goto done;
+        }
         PyList_SET_ITEM(ret, (Py_ssize_t)i, t);
     }
 done:
@@ -418,21 +489,30 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Multi-phase initialization (PEP 489): the module object is created by the import
+ * system and filled in by monitor_exec. The types are static and immutable state-free,
+ * so the module keeps no per-module state (m_size 0). */
+static int monitor_exec(PyObject *m) {
+    if (PyType_Ready(&TableType) < 0 || PyType_Ready(&ParserType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "Parser", (PyObject *)&ParserType) < 0) return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot monitor_slots[] = {
+    {Py_mod_exec, monitor_exec},
+    {0, NULL},
+};
+
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "hotkeyd.sources.monitor._monitor", "C MONITOR parser of hotkeyd.", -1, module_methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hotkeyd.sources.monitor._monitor",
+    .m_doc = "C MONITOR parser of hotkeyd.",
+    .m_size = 0,
+    .m_methods = module_methods,
+    .m_slots = monitor_slots,
 };
 
 PyMODINIT_FUNC PyInit__monitor(void) {
-    if (PyType_Ready(&TableType) < 0 || PyType_Ready(&ParserType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&moduledef);
-    if (!m) return NULL;
-    Py_INCREF(&TableType);
-    Py_INCREF(&ParserType);
-    if (PyModule_AddObject(m, "Table", (PyObject *)&TableType) < 0 ||
-        PyModule_AddObject(m, "Parser", (PyObject *)&ParserType) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return PyModuleDef_Init(&moduledef);
 }

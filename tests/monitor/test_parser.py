@@ -165,3 +165,19 @@ def test_c_and_twin_agree_on_garbage(chunks: list[bytes], alphabet_bias: bool) -
     for chunk in chunks:
         assert c.feed_args(chunk) == py.feed_args(chunk)
         assert c.pending == py.pending
+
+
+def test_the_c_module_uses_multi_phase_init() -> None:
+    """PEP 489: the import system creates each module object, so a second one can be made."""
+    import importlib.util
+
+    from hotkeyd.sources.monitor import _monitor
+
+    spec = _monitor.__spec__
+    assert spec is not None and spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    # created empty, filled by its exec slot (a single-phase module comes back filled)
+    assert not hasattr(again, "Table")
+    spec.loader.exec_module(again)
+    assert again is not _monitor
+    assert again.Table is _monitor.Table and again.Parser is _monitor.Parser
