@@ -70,7 +70,10 @@ class EventWatcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            msg = self.ps.get_message(timeout=0.1)
+            try:
+                msg = self.ps.get_message(timeout=0.1)
+            except (redis.ConnectionError, OSError):
+                return  # the server went away (the test is over)
             if msg is None:
                 continue
             now = time.time()
@@ -205,13 +208,16 @@ class LoopResult:
 
 
 @contextmanager
-def running(*procs: Daemon | App) -> Iterator[None]:
+def running(*parts: Daemon | App | EventWatcher) -> Iterator[None]:
+    """Stop (kill apps, terminate daemons, close watchers) whatever happens inside."""
     try:
         yield
     finally:
-        for p in procs:
+        for p in parts:
             if isinstance(p, App):
                 p.kill()
+            elif isinstance(p, EventWatcher):
+                p.close()
             else:
                 p.stop()
 

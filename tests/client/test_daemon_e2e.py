@@ -47,8 +47,7 @@ def _monitor_scenario(redis_server: RedisServer, ns: Namespace, tmp_path: Path, 
     daemon = Daemon(
         f"redis-monitor://127.0.0.1:{redis_server.port}", redis_server.url, ns, rules, "d-mon"
     )
-    apps: list[App] = []
-    with running(daemon):
+    with running(daemon, watcher):
         assert wait_until(daemon.healthy, timeout=20), "daemon not up"
         args = ["--url", redis_server.url, "--ns", ns.prefix, "--key", KEY.decode()]
         args += ["--rate", "2000", "--cold-rate", "100", "--seconds", str(SECONDS), "--mode", mode]
@@ -58,7 +57,6 @@ def _monitor_scenario(redis_server: RedisServer, ns: Namespace, tmp_path: Path, 
         assert daemon.metric("hotkeyd_demand_reports_total") > 0
         assert daemon.metric("hotkeyd_demand_local_accesses_total") > 0.9 * res.app_reads
         assert daemon.metric("hotkeyd_demand_reports_dropped_total") == 0
-    watcher.close()
     r.close()
     check_loop(res, KEY)
     assert not any(k.startswith(b"cold:") for _, k in res.transitions.hot)

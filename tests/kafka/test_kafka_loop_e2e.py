@@ -60,7 +60,7 @@ def test_kafka_reporter_and_hotcache_keep_the_key_hot_counting_each_read_once(
     r.set(KEY, b"v")
     watcher = EventWatcher(redis_server.url, ns)
     daemon = Daemon(_url(kafka_broker, topic, f"g-{unique}"), redis_server.url, ns, rules, "d-k")
-    with running(daemon):
+    with running(daemon, watcher):
         assert wait_until(daemon.healthy, timeout=30), "daemon not up"
         args = ["--url", redis_server.url, "--ns", ns.prefix, "--key", KEY.decode()]
         args += ["--rate", "2000", "--cold-rate", "100", "--seconds", str(SECONDS)]
@@ -69,7 +69,6 @@ def test_kafka_reporter_and_hotcache_keep_the_key_hot_counting_each_read_once(
         with running(*apps):
             res = run_loop(daemon, watcher, r, apps, KEY, SECONDS)
         assert daemon.metric("hotkeyd_demand_local_accesses_total") > 0.9 * res.app_reads
-    watcher.close()
     r.close()
     check_loop(res, KEY)
 
@@ -89,7 +88,7 @@ def test_two_daemons_in_one_group_each_get_only_their_keys_demand(
     watcher = EventWatcher(redis_server.url, ns)
     url = _url(kafka_broker, topic, f"g-{unique}")
     daemons = [Daemon(url, redis_server.url, ns, rules, name) for name in ("d-a", "d-b")]
-    with running(*daemons):
+    with running(*daemons, watcher):
         assert wait_until(lambda: all(d.healthy() for d in daemons), timeout=30)
         # cold traffic to both partitions until each daemon consumes some: the group settled
         warm = ["--url", redis_server.url, "--ns", ns.prefix, "--kafka", f"{kafka_broker.bootstrap}/{topic}"]  # fmt: skip
@@ -120,7 +119,6 @@ def test_two_daemons_in_one_group_each_get_only_their_keys_demand(
             d.instance: d.metric("hotkeyd_demand_entries_ignored_total", reason="not_hot")
             for d in daemons
         }
-    watcher.close()
     r.close()
     # each key is hot in exactly one daemon, and each daemon owns one
     assert sorted(len(v) for v in owners.values()) == [1, 1], owners
