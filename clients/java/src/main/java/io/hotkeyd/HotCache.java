@@ -396,10 +396,11 @@ public final class HotCache implements AutoCloseable {
   }
 
   private <T> T hotRead(HotItem item, LocalCache.CacheKey ck, Supplier<T> read) {
-    if (item.expiresNanos - clock.nanoTime() <= 0) {
+    long now = clock.nanoTime();
+    if (item.expiresNanos - now <= 0) {
       return read.get(); // announced, but its TTL ran out: cold
     }
-    return local.load(ck, read, ttlNanos(item), item.localReads);
+    return local.load(ck, read, ttlNanos(item), item.localReads, now);
   }
 
   private interface IndexedRead<T> {

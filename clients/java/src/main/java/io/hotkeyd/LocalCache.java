@@ -119,10 +119,14 @@ final class LocalCache {
    * The cached value of {@code ck}, or the loader's (single-flight). {@code served} counts reads
    * answered without this caller going to Redis (for demand reports).
    */
-  @SuppressWarnings("unchecked")
   <T> T load(CacheKey ck, Supplier<T> loader, long ttlNanos, LongAdder served) {
+    return load(ck, loader, ttlNanos, served, clock.nanoTime());
+  }
+
+  /** As {@link #load(CacheKey, Supplier, long, LongAdder)} with the caller's clock reading. */
+  @SuppressWarnings("unchecked")
+  <T> T load(CacheKey ck, Supplier<T> loader, long ttlNanos, LongAdder served, long now) {
     Entry e = cache.getIfPresent(ck);
-    long now = clock.nanoTime();
     if (e != null && e.expiresNanos - now > 0) {
       stats.hits.increment();
       served.increment();
