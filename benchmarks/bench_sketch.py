@@ -353,6 +353,9 @@ def ratio_table(rows: list[tuple[float, int, int, list[Result]]], name: str) -> 
         cells = []
         fastest = []
         for m in MODES:
+            if math.isnan(ours.median(m)):
+                cells.append("-")
+                continue
             top = max(peers, key=lambda r: r.median(m))
             cells.append(f"{ours.median(m) / top.median(m):.2f}x")
             if m != "lines":
