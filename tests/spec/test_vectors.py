@@ -86,7 +86,8 @@ class Driver:
     def hot(self) -> set[tuple[bytes, int]]:
         now = self.clock.monotonic()
         hs = self.core.hotset
-        return {(k, it.entry.db) for k, it in list(hs.items.items()) if it.expires > now}
+        # items is keyed by ident(key, db): the bytes for db 0, (bytes, db) otherwise
+        return {(it.entry.key, it.entry.db) for it in list(hs.items.values()) if it.expires > now}
 
 
 HOTSET = load("hotset.json")
