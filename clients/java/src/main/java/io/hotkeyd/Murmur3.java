@@ -21,23 +21,20 @@ public final class Murmur3 {
       h = h * 5 + 0xe6546b64;
     }
     int t = n * 4;
-    int k = 0;
-    switch (data.length & 3) {
-      case 3:
+    int rem = data.length & 3;
+    if (rem > 0) {
+      int k = 0;
+      if (rem == 3) {
         k ^= (data[t + 2] & 0xff) << 16;
-        // fall through
-      case 2:
+      }
+      if (rem >= 2) {
         k ^= (data[t + 1] & 0xff) << 8;
-        // fall through
-      case 1:
-        k ^= data[t] & 0xff;
-        k *= c1;
-        k = Integer.rotateLeft(k, 15);
-        k *= c2;
-        h ^= k;
-        break;
-      default:
-        break;
+      }
+      k ^= data[t] & 0xff;
+      k *= c1;
+      k = Integer.rotateLeft(k, 15);
+      k *= c2;
+      h ^= k;
     }
     h ^= data.length;
     h ^= h >>> 16;

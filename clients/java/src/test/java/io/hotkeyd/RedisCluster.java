@@ -74,7 +74,7 @@ final class RedisCluster implements AutoCloseable {
   }
 
   @Override
-  public void close() throws InterruptedException {
+  public void close() {
     for (RedisServer s : nodes) {
       s.close();
     }

@@ -30,6 +30,7 @@ final class RedisServer implements AutoCloseable {
     long deadline = System.nanoTime() + 10_000_000_000L;
     while (true) {
       try (Socket s = new Socket("127.0.0.1", port)) {
+        s.getInputStream(); // connected: the server accepts
         return;
       } catch (IOException e) {
         if (System.nanoTime() > deadline || !proc.isAlive()) {
@@ -48,8 +49,12 @@ final class RedisServer implements AutoCloseable {
   }
 
   @Override
-  public void close() throws InterruptedException {
+  public void close() {
     proc.destroy();
-    proc.waitFor();
+    try {
+      proc.waitFor();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 }

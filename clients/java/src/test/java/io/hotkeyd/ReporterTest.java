@@ -151,6 +151,7 @@ class ReporterTest {
     long deadline = System.nanoTime() + 20_000_000_000L;
     while (true) {
       try (Socket s = new Socket("127.0.0.1", port)) {
+        s.getInputStream(); // connected
         return;
       } catch (IOException e) {
         if (System.nanoTime() > deadline) {
