@@ -78,6 +78,8 @@ CLANG_FORMATTED := native/_monitormodule.c
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks examples
 	$(BIN)/ruff format --check hotkeyd tests benchmarks examples
+	@# types-redis (stubs for redis 4) would shadow the types redis>=5 ships: not used any more
+	@$(PIP) uninstall -q -y types-redis >/dev/null 2>&1 || true
 	$(BIN)/mypy
 	$(BIN)/clang-format --dry-run --Werror $(CLANG_FORMATTED)
 

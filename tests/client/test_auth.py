@@ -90,6 +90,7 @@ def test_daemon_signs_subscriber_verifies_and_drops_forgeries(
             assert b"forged" not in verified.hotset
             assert wait_until(lambda: b"forged" in plain.hotset)  # what the key protects
             snap = r.get(next(iter(r.scan_iter(match=f"{{{ns.prefix}}}:snapshot:*"))))
+            assert isinstance(snap, bytes)
             assert MessageAuth([KEY]).verify(snap) is not None  # snapshots are signed too
         finally:
             verified.stop()

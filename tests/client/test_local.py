@@ -14,7 +14,7 @@ from hotkeyd.clock import ManualClock
 def test_entry_bound_evicts_least_recently_used() -> None:
     c = LocalCache(max_entries=3, max_bytes=1 << 20, clock=ManualClock())
     for i in range(3):
-        c.load(("g", i), f"k{i}".encode(), lambda i=i: f"v{i}", ttl=10)
+        c.load(("g", i), f"k{i}".encode(), lambda i=i: f"v{i}", ttl=10)  # type: ignore[misc]
     assert c.get_fresh(("g", 0), 1000.0)[0]  # touch 0: now 1 is the oldest
     c.load(("g", 3), b"k3", lambda: "v3", ttl=10)
     assert len(c) == 3
@@ -42,7 +42,7 @@ def test_entries_expire_with_the_clock() -> None:
     clock = ManualClock()
     c = LocalCache(clock=clock)
     calls = []
-    loader = lambda: calls.append(1) or len(calls)  # noqa: E731
+    loader = lambda: calls.append(1) or len(calls)  # type: ignore[func-returns-value]  # noqa: E731
     assert c.load("ck", b"k", loader, ttl=1.0) == 1
     assert c.load("ck", b"k", loader, ttl=1.0) == 1
     clock.advance(1.5)

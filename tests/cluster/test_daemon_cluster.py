@@ -27,7 +27,7 @@ def test_daemon_publishes_to_a_cluster_from_any_node(
             d.feed_rate({b"item:cluster": 3000.0}, 1.2)
             assert listener.wait_for(lambda: b"item:cluster" in listener.hot_keys(), 5), d.stderr
             instance = listener.messages[-1][1].instance
-            snap = Message.loads(rc.get(ns.snapshot(instance)))
+            snap = Message.loads(rc.get(ns.snapshot(instance)))  # type: ignore[arg-type]
             assert b"item:cluster" in {h.key for h in snap.hot}
             assert rc.zscore(ns.instances, instance) is not None
             assert d.metric("hotkeyd_publish_failures_total") == 0

@@ -332,7 +332,7 @@ def test_config_validation() -> None:
         {"sketch": ""},
     ):
         with pytest.raises(ConfigError):
-            DetectorConfig(**bad)  # type: ignore[arg-type]
+            DetectorConfig(**bad)
     assert DetectorConfig(window=2.0, tick=0.25).subwindows == 8
 
 

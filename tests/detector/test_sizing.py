@@ -59,7 +59,7 @@ def test_budget_too_small_says_so(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_unsized_sketch_is_reused() -> None:
-    assert _sizer().renew(object(), [b"a"]) is None
+    assert _sizer().renew(object(), [b"a"]) is None  # type: ignore[arg-type]
     assert _sizer().renew(HeavyKeeper(k=100), []) is None
 
 

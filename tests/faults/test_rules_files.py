@@ -61,7 +61,7 @@ def test_sighup_with_bad_files_keeps_old_rules(tmp_path: Path) -> None:
             _write(rules, BAD[name])
             d.signal(signal.SIGHUP)
             assert wait_until(
-                lambda i=i: d.metric("hotkeyd_rules_reloads_total", result="rejected") == i,
+                lambda i=i: d.metric("hotkeyd_rules_reloads_total", result="rejected") == i,  # type: ignore[misc]
                 timeout=10,
             ), (name, d.stderr)
             assert d.proc is not None and d.proc.poll() is None, name

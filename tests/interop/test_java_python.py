@@ -156,11 +156,11 @@ def test_java_and_python_apps_share_one_daemon(
         py = AppProc("python", [sys.executable, PYAPP, *args])
         apps_stop += [java, py]
         for app in (java, py):
-            assert wait_until(lambda a=app: a.of("ready"), timeout=30), f"{app.name} not ready"
+            assert wait_until(lambda a=app: a.of("ready"), timeout=30), f"{app.name} not ready"  # type: ignore[misc]
 
         # 1. both promote the key
         for app in (java, py):
-            assert wait_until(lambda a=app: a.of("hot"), timeout=20), f"{app.name}: never hot"
+            assert wait_until(lambda a=app: a.of("hot"), timeout=20), f"{app.name}: never hot"  # type: ignore[misc]
         hot_at = watcher.wait_hot(KEY.encode(), timeout=1)
 
         # 2. Redis serves <= 2 % of their reads once they have it

@@ -57,7 +57,7 @@ def test_raw_format_uses_value_and_max_key_len() -> None:
 
 def test_lines_plain_and_counted_go_to_fast_path_batches() -> None:
     recs = [Rec(None, b"a\nb\na"), Rec(None, b"hot\t7\nb\t2\n"), Rec(None, b"c\r\n")]
-    batches, bad = RecordDecoder("lines").decode(recs)  # type: ignore[arg-type]
+    batches, bad = RecordDecoder("lines").decode(recs)
     assert not bad
     assert all(b.lines is not None for b in batches)
     assert sorted(b.counted for b in batches) == [False, True]  # one plain, one counted batch
@@ -66,7 +66,7 @@ def test_lines_plain_and_counted_go_to_fast_path_batches() -> None:
 
 def test_lines_values_are_concatenated_into_one_batch_per_bucket() -> None:
     recs = [Rec(None, b"k%d" % i, timestamp=1_700_000_000_000 + i) for i in range(50)]
-    batches, _ = RecordDecoder("lines").decode(recs)  # type: ignore[arg-type]
+    batches, _ = RecordDecoder("lines").decode(recs)
     assert len(batches) == 1
     assert batches[0].ts == pytest.approx(1_700_000_000.049)
     assert count_batches(batches) == {b"k%d" % i: 1 for i in range(50)}
@@ -80,7 +80,7 @@ def test_batches_follow_100ms_timestamp_buckets() -> None:
         Rec(b"b", None, t0 + 250),
         Rec(b"a", None, t0 + 20),
     ]
-    batches, _ = RecordDecoder("key").decode(recs)  # type: ignore[arg-type]
+    batches, _ = RecordDecoder("key").decode(recs)
     assert [b.ts for b in batches] == [
         pytest.approx((t0 + 50) / 1000),
         pytest.approx((t0 + 250) / 1000),
@@ -89,7 +89,7 @@ def test_batches_follow_100ms_timestamp_buckets() -> None:
 
 
 def test_missing_timestamp_means_now() -> None:
-    batches, _ = RecordDecoder("key").decode([Rec(b"a", None, timestamp=-1)])  # type: ignore[list-item]
+    batches, _ = RecordDecoder("key").decode([Rec(b"a", None, timestamp=-1)])
     assert batches[0].ts is None
 
 

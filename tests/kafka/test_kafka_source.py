@@ -47,9 +47,12 @@ def records_for(fmt: str, keys: list[bytes]) -> list[tuple[bytes | None, bytes]]
     if fmt == "lines":
         return [(None, b"\n".join(keys[i : i + 100])) for i in range(0, len(keys), 100)]
     if fmt == "json":
-        return [(None, encode_json_record(k)) for k in keys[:300]] + [
-            (None, encode_json_batch(collections.Counter(keys[300:]).items()))
-        ]
+        return (
+            [(None, encode_json_record(k)) for k in keys[:300]]
+            + [  # type: ignore[return-value]
+                (None, encode_json_batch(collections.Counter(keys[300:]).items()))
+            ]
+        )
     raise AssertionError(fmt)
 
 
@@ -102,7 +105,7 @@ def test_lines_batches_feed_the_sketch_and_carry_record_time(
     try:
         assert drain(
             [src],
-            lambda: sum(b.lines.count(b"\n") for b in got if b.lines) >= 6000,
+            lambda: sum(b.lines.count(b"\n") for b in got if b.lines) >= 6000,  # type: ignore[misc]
             batches_out=got,
         )
     finally:
@@ -150,7 +153,7 @@ def test_bad_records_are_counted_by_reason_and_forwarded_to_dlq(
         assert drain(
             [src],
             lambda: (
-                counters.get(0, {}).get(HOT, 0) >= 50
+                counters.get(0, {}).get(HOT, 0) >= 50  # type: ignore[call-overload]
                 and metrics.dead_letters._value.get() >= len(bad_values)
             ),
             counters=counters,
@@ -162,9 +165,9 @@ def test_bad_records_are_counted_by_reason_and_forwarded_to_dlq(
         assert metrics.malformed.labels(source="kafka", reason=reason)._value.get() == 1, reason
     assert metrics.dead_letters._value.get() == len(bad_values)
     forwarded = read_all(kafka_broker.bootstrap, dlq, len(bad_values))
-    got = {r.value: dict(r.headers)["hotkeyd-reason"].decode() for r in forwarded}  # type: ignore[attr-defined]
+    got = {r.value: dict(r.headers)["hotkeyd-reason"].decode() for r in forwarded}
     assert got == bad_values
-    assert {dict(r.headers)["hotkeyd-topic"] for r in forwarded} == {topic.encode()}  # type: ignore[attr-defined]
+    assert {dict(r.headers)["hotkeyd-topic"] for r in forwarded} == {topic.encode()}
 
 
 def test_commit_persists_offsets_for_the_next_member(
@@ -227,7 +230,7 @@ def test_start_latest_skips_history_and_lag_is_exported(
         for _ in range(40):
             p.send(topic, key=b"new")
         p.flush()
-        assert drain([src], lambda: counters.get(0, {}).get(b"new", 0) >= 40, counters=counters)
+        assert drain([src], lambda: counters.get(0, {}).get(b"new", 0) >= 40, counters=counters)  # type: ignore[call-overload]
         lag = metrics.consumer_lag.labels(topic=topic, partition="0")
         assert drain(
             [src],

@@ -74,13 +74,13 @@ def test_recorded_counts_arrive_exactly_and_key_partitioned(
     assert len(records) == rep.stats()["messages_sent"]
     decoder = RecordDecoder("reporter")
     for r in records:
-        batches, bad = decoder.decode([r])  # type: ignore[list-item]
+        batches, bad = decoder.decode([r])
         assert not bad
         from kafka_testutil import count_batches
 
         for key in count_batches(batches):
-            assert partition_for(key, PARTITIONS) == r.partition  # type: ignore[attr-defined]
-    assert len({r.partition for r in records}) == PARTITIONS  # type: ignore[attr-defined]
+            assert partition_for(key, PARTITIONS) == r.partition
+    assert len({r.partition for r in records}) == PARTITIONS
 
 
 @pytest.mark.integration

@@ -105,7 +105,7 @@ def test_real_commands_yield_exact_keys(redis_server: RedisServer, source_factor
     r.execute_command("FUNCTION", "LOAD", lib)
     r.execute_command("FCALL", "f", 1, "fk")
     p = r.pipeline(transaction=True)
-    p.set("m1", 1).incr("m2").get("m3")
+    p.set("m1", 1).incr("m2").get("m3")  # type: ignore[union-attr]
     p.execute()
     r.xadd("st", {"f": "v"})
     r.xread({"st": "0", "st2": "0"})
@@ -479,7 +479,7 @@ def test_cluster_topology_refresh_adds_and_removes_primaries(source_factory: Any
         src = source_factory([f"redis-monitor://127.0.0.1:{a.port}"], cluster_refresh=0.2)
         src.start()
         assert [t.target.redis.port for t in src.taps] == [a.port]
-        bus = int(rb.config_get("cluster-port")["cluster-port"])
+        bus = int(rb.config_get("cluster-port")["cluster-port"])  # type: ignore[arg-type]
         ra.execute_command("CLUSTER", "MEET", "127.0.0.1", b.port, bus)
         tally = Tally()
         assert tally.pump(src, lambda t: len(src.taps) == 2, timeout=20)

@@ -91,7 +91,7 @@ def test_capped_by_age(redis_server: RedisServer, unique: str) -> None:
     w.record([tr("hot", b"new", time.time())])
     assert wait(lambda: w.written == 1)
     w.close()
-    assert [fields[b"key"] for _, fields in r.xrange(ns.history)] == [b"new"]
+    assert [fields[b"key"] for _, fields in r.xrange(ns.history)] == [b"new"]  # type: ignore[index, union-attr]
 
 
 def test_an_unreachable_redis_loses_nothing_queued(unique: str) -> None:

@@ -106,7 +106,7 @@ def test_reader_merges_live_instances_read_only_and_the_heartbeat_prunes(
         assert set(snaps) == {"live-0", "live-1"} and bad == ["corrupt"]
         assert all(s.full for s in snaps.values())
         # the readers wrote nothing; the daemons' heartbeats pruned only the ancient member
-        members = {m.decode() for m in admin.zrange(ns.instances, 0, -1)}
+        members = {m.decode() for m in admin.zrange(ns.instances, 0, -1)}  # type: ignore[union-attr]
         assert members == {"live-0", "live-1", "corrupt", "crashed"}
         doc = read_merged(r, ns)
         assert doc["instances"] == ["live-0", "live-1"]

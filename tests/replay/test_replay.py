@@ -23,7 +23,7 @@ TICK = 0.1
 EPS = 1e-6
 
 
-def check_intervals(intervals: list, offset: float = 0.0) -> None:  # type: ignore[type-arg]
+def check_intervals(intervals: list, offset: float = 0.0) -> None:
     expected = sorted((b.expected(), b.key) for b in BURSTS)
     got = sorted(((iv.start, iv.end), iv.key.decode()) for iv in intervals)
     assert [k for _, k in got] == [k for _, k in expected], got

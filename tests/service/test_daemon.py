@@ -500,7 +500,7 @@ def test_a_source_failing_at_start_leaves_no_live_snapshot(redis_server: RedisSe
         def start(self) -> None:
             raise HotkeydError("cannot open source")
 
-        def next_batch(self, max_wait: float) -> list:  # type: ignore[type-arg]
+        def next_batch(self, max_wait: float) -> list:
             return []
 
         def commit(self) -> None:

@@ -74,7 +74,7 @@ class Driver:
         raw = step["raw"] if "raw" in step else json.dumps(step["data"])
         before = (self.core.stats.applied, self.core.stats.stale)
         suspect = self.core.stats.suspect
-        msg = self.core.parse(raw.encode("utf-8"))
+        msg = self.core.parse(raw.encode("utf-8"))  # type: ignore[assignment]
         if msg is None:
             return "suspect" if self.core.stats.suspect > suspect else "bad"
         if self.core.on_event(msg):
@@ -248,15 +248,15 @@ def test_demand_vector(case: dict[str, Any]) -> None:
         inst[k] = inst.get(k, 0) + r["n"]
     got: dict[str, dict[str, Any]] = {}
     seqs = []
-    for inst in sorted(per):
+    for inst in sorted(per):  # type: ignore[assignment]
         before = counter.stats.dropped
-        entries = [DemandEntry(k, n, db) for (k, db), n in per[inst].items()]
-        channel, payload, _total = counter.message(inst, entries)
+        entries = [DemandEntry(k, n, db) for (k, db), n in per[inst].items()]  # type: ignore[index]
+        channel, payload, _total = counter.message(inst, entries)  # type: ignore[arg-type]
         assert channel == f"p:demand:{inst}"
         assert counter.stats.dropped - before == case["dropped"][inst]
         msg = json.loads(payload)
         seqs.append(msg.pop("seq"))
-        got[inst] = msg
+        got[inst] = msg  # type: ignore[index]
     assert sorted(seqs) == case["seqs"]
     assert set(got) == set(case["messages"])
     for inst, want in case["messages"].items():

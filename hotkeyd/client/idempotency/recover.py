@@ -72,7 +72,7 @@ def _settle(
     st, op = guard.client.hmget(record, ["st", "op"])
     if st != b"P" or op is None:
         return
-    key = op.decode("ascii")
+    key = op.decode("ascii") if isinstance(op, bytes) else str(op)
     if guard.settings.prepare(key, b"").record != record:  # another scope's record
         return
     lease = guard.claim(key)

@@ -17,8 +17,8 @@ def test_guard_on_a_cluster(redis_cluster: RedisClusterServers, unique: str) -> 
     rc = RedisCluster.from_url(redis_cluster.url)
     try:
         with pytest.raises(ConfigError, match="audit_maxlen=0"):
-            IdempotencyGuard(rc)
-        guard = IdempotencyGuard(rc, namespace=Namespace(f"c-{unique}"), audit_maxlen=0)
+            IdempotencyGuard(rc)  # type: ignore[arg-type]
+        guard = IdempotencyGuard(rc, namespace=Namespace(f"c-{unique}"), audit_maxlen=0)  # type: ignore[arg-type]
         slots = set()
         for i in range(30):  # keys spread over the cluster's slots and nodes
             b = guard.begin(f"order-{i}", b"x")

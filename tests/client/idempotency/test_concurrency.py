@@ -28,9 +28,9 @@ def _check(results: list[dict[str, object]], expected: int) -> None:
     assert final == "done" and str(result).startswith("result of ")
 
 
-def test_100_threads_one_key(
+def test_100_threads_one_key(  # type: ignore[no-untyped-def]
     redis_server: RedisServer, r: redis.Redis, ns: Namespace, capsys
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     r.set(f"{ns.prefix}:go", 1)
     race(redis_server.url, ns.prefix, "flash-order", 100)
     results = json.loads(capsys.readouterr().out)

@@ -139,7 +139,7 @@ def test_audit_stream_records_each_transition_and_is_capped(r: redis.Redis, ns: 
     b = guard.begin("k", b"x")
     assert b.lease is not None
     guard.complete(b.lease, b"r")
-    events = [(e[b"ev"], e[b"op"]) for _, e in r.xrange(ns.idempotency_audit)]
+    events = [(e[b"ev"], e[b"op"]) for _, e in r.xrange(ns.idempotency_audit)]  # type: ignore[index, union-attr]
     assert events == [(b"begin", b"k"), (b"done", b"k")]
     for i in range(1000):
         b = guard.begin(f"k{i}", b"x")

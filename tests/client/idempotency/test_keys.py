@@ -27,7 +27,7 @@ def test_bad_keys(key: str, match: str) -> None:
 
 def test_key_type() -> None:
     with pytest.raises(TypeError):
-        check_key(b"bytes")  # type: ignore[arg-type]
+        check_key(b"bytes")
     assert check_key("x" * 255) == "x" * 255
 
 
