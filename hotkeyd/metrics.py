@@ -176,8 +176,9 @@ class Metrics:
         )
         self.detection_latency = Histogram(
             "hotkeyd_detector_detection_latency_seconds",
-            "From the opening of the 100 ms sub-window in which a key's rate reached its threshold "
-            "to its hot notification being handed to the publisher (upper bound by < 1 tick).",
+            "From the opening of the sub-window (one --tick) in which a key's rate reached its "
+            "threshold to its hot notification being handed to the publisher (upper bound by "
+            "< 1 tick).",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )

@@ -2,8 +2,9 @@
 
 Why pre-aggregate: a hot key is, by definition, accessed very often, so sending one Kafka
 record per access would cost the app (and the broker) far more than the detection is
-worth. ``Reporter.record()`` is a dict increment under a lock (well under a microsecond);
-a background thread swaps the dict every ``flush_interval`` (100 ms) and sends one compact
+worth. ``Reporter.record()`` is a dict increment under a lock (its cost is measured by
+``benchmarks/bench_kafka.py``, results in docs/kafka.md); a background thread swaps the
+dict every ``flush_interval`` and sends one compact
 message per target partition: ``key<TAB>count`` lines (the daemon's C fast path), or a
 JSON batch object for keys that cannot travel as lines (see :mod:`hotkeyd.formats`).
 Point the daemon at the topic with ``format=reporter`` (the default).

@@ -2,7 +2,8 @@
 
 Same classes, same results, byte for byte: it is the fallback when the C extension
 did not build and the oracle the tests compare the C parser against. It is written
-for clarity first; the C parser is ~10-20x faster.
+for clarity first; the C parser is much faster (``benchmarks/bench_monitor.py``,
+results in docs/monitor.md).
 """
 
 from __future__ import annotations

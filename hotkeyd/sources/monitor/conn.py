@@ -1,7 +1,8 @@
 """A minimal RESP2 connection for the MONITOR tap, and its URL.
 
 Why not redis-py: its ``Monitor`` joins arguments with spaces (keys with spaces
-become ambiguous) and drains ~57k lines/s. The tap needs the raw byte stream after
+become ambiguous) and drains far fewer lines per second than the server produces under
+load (docs/monitor.md has the measurements). The tap needs the raw byte stream after
 ``MONITOR`` to hand whole buffers to the C parser, so it speaks RESP itself: a few
 commands at connect (AUTH, COMMAND INFO, CLIENT ID, CLUSTER NODES, CLIENT LIST,
 RESET), then raw reads.
