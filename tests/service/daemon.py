@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,16 @@ class Daemon:
             if all(f'{k}="{v}"' in rest for k, v in labels.items()):
                 total += float(value)
         return total
+
+    def health(self) -> str:
+        """The ``status`` /healthz reports (ok, degraded, unhealthy)."""
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.http_port}/healthz", timeout=5
+            ) as r:
+                return str(json.loads(r.read()).get("status"))
+        except urllib.error.HTTPError as exc:
+            return str(json.loads(exc.read()).get("status"))
 
     def topk(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/topk", timeout=5) as r:
