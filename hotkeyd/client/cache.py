@@ -169,7 +169,10 @@ class HotCache:
 
         A Redis Cluster node in ``url`` makes a ``RedisCluster`` client.
         """
-        cache = cls(client_from_any_url(url), **kwargs)
+        # Timeouts unless the URL sets them: a half-open connection must not hang a
+        # snapshot read forever.
+        client = client_from_any_url(url, socket_timeout=10.0, socket_connect_timeout=5.0)
+        cache = cls(client, **kwargs)
         cache._owns_client = True
         return cache.start()
 

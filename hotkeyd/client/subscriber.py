@@ -89,6 +89,7 @@ class SubscriberCore:
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
+        health_interval: float | None = 5.0,
         max_message_bytes: int = 4 << 20,
         max_entries: int = 10_000,
         max_clock_skew: float = 300.0,
@@ -104,6 +105,7 @@ class SubscriberCore:
         self.backoff = Backoff(*backoff)
         self.expire_interval = expire_interval
         self.resync_interval = resync_interval
+        self.health_interval = health_interval
         self.max_message_bytes = max_message_bytes
         self.max_entries = max_entries
         self.max_clock_skew = max_clock_skew
@@ -237,6 +239,11 @@ class SubscriberCore:
             self.stats.stale += 1
 
 
+def _can_ping(ps: Any) -> bool:
+    """Plain pub/sub answers PING with a pong message; a cluster's sharded one may not."""
+    return not getattr(ps, "_sharded", False) and callable(getattr(ps, "ping", None))
+
+
 class Subscriber(SubscriberCore):
     """Background thread that feeds a :class:`HotSet` from Redis pub/sub.
 
@@ -251,6 +258,9 @@ class Subscriber(SubscriberCore):
         backoff: (first, max) reconnect delay in seconds, jittered.
         expire_interval: how often TTL expiry runs (s).
         resync_interval: periodic full resync from the snapshots (s), None to disable.
+        health_interval: after this many seconds without a message the subscription is
+            PINGed; no PONG within as long again means a half-open connection, which is
+            dropped and re-established (None disables).
     """
 
     def __init__(
@@ -265,6 +275,7 @@ class Subscriber(SubscriberCore):
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
         auth: MessageAuth | None = None,
+        health_interval: float | None = 5.0,
     ) -> None:
         super().__init__(
             hotset,
@@ -275,6 +286,7 @@ class Subscriber(SubscriberCore):
             expire_interval=expire_interval,
             resync_interval=resync_interval,
             auth=auth,
+            health_interval=health_interval,
         )
         self.client = client
         self._stop = threading.Event()
@@ -386,8 +398,23 @@ class Subscriber(SubscriberCore):
         if self.resync_interval:
             next_resync += self.resync_interval
         events = self.namespace.channel
+        heard = ping_sent = time.monotonic()  # I/O timeouts: real time, not the TTL clock
+        pinging = False
         while not self._stop.is_set():
             m = self._get(ps, 0.05)
+            if self.health_interval:
+                t = time.monotonic()
+                if m is not None:
+                    heard, pinging = t, False
+                elif pinging and t - ping_sent > self.health_interval:
+                    # A half-open connection (a NAT or proxy that dropped it silently)
+                    # would otherwise look like a quiet channel forever.
+                    raise redis.ConnectionError(
+                        f"no PONG within {self.health_interval:g} s: connection half-open?"
+                    )
+                elif not pinging and t - heard > self.health_interval and _can_ping(ps):
+                    ps.ping()
+                    ping_sent, pinging = t, True
             if m is not None:
                 kind = m["type"]
                 if kind == self.message_type:

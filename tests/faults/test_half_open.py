@@ -1,0 +1,57 @@
+"""A half-open connection between an app and Redis (issue 14's matrix): a proxy that
+stops forwarding without closing. The subscriber notices (PING, no PONG), drops the
+connection, and is back once the path works again; meanwhile its keys age out by TTL."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from hotkeyd.client import Subscriber
+from hotkeyd.testing import RedisServer
+from hotkeyd.wire import Namespace
+from tests.service.daemon import Daemon
+
+from .conftest import Load, seconds_until
+from .proxy import FreezableProxy
+
+pytestmark = pytest.mark.integration
+
+
+def test_half_open_subscription_is_detected_and_replaced(
+    redis_server: RedisServer, unique: str, rules_ttl2: str
+) -> None:
+    ns = Namespace(prefix=f"hk-{unique}")
+    with (
+        FreezableProxy(redis_server.port) as proxy,
+        Daemon(
+            "--redis-url",
+            redis_server.url,
+            "--namespace",
+            ns.prefix,
+            "--window",
+            "0.5",
+            "--rules",
+            rules_ttl2,
+        ) as d,
+        Load(d, {b"hot:1": 2000.0}),
+    ):
+        r = redis.Redis.from_url(proxy.url(), socket_timeout=3.0, socket_connect_timeout=3.0)
+        sub = Subscriber(r, namespace=ns, backoff=(0.05, 0.5), health_interval=1.0).start()
+        try:
+            assert sub.wait_ready(10)
+            seconds_until(lambda: b"hot:1" in sub.hotset, 15)
+            proxy.freeze()
+            noticed = seconds_until(lambda: not sub.connected, 15)
+            aged = seconds_until(lambda: b"hot:1" not in sub.hotset, 10)  # TTL 2 s
+            proxy.thaw()
+            back = seconds_until(lambda: sub.connected and b"hot:1" in sub.hotset, 20)
+            print(
+                f"\nhalf-open subscription: noticed in {noticed:.1f} s, key aged out "
+                f"{aged:.1f} s later (TTL), back {back:.1f} s after the path healed"
+            )
+            assert noticed < 6.0  # health_interval 1 s: PING after 1 s, no PONG 1 s later
+            assert sub.stats.reconnects >= 1
+        finally:
+            sub.stop()
+            r.close()
