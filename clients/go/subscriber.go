@@ -201,18 +201,11 @@ func (s *Subscriber) session(ctx context.Context) error {
 	if s.o.OnInvalidate != nil {
 		channels = append(channels, s.o.Namespace.InvalidateChannel())
 	}
-	var ps *redis.PubSub
-	if s.o.Sharded {
-		ps = s.o.Client.SSubscribe(ctx, channels...)
-	} else {
-		ps = s.o.Client.Subscribe(ctx, channels...)
+	recv, closeAll, err := s.subscribe(ctx, channels)
+	if err != nil {
+		return err
 	}
-	defer ps.Close()
-	for range channels { // wait for every confirmation before reading snapshots
-		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
-			return err
-		}
-	}
+	defer closeAll()
 	atomic.AddInt64(&s.stats.Connects, 1)
 	if s.o.OnReset != nil {
 		s.o.OnReset()
@@ -223,7 +216,7 @@ func (s *Subscriber) session(ctx context.Context) error {
 	s.once.Do(func() { close(s.ready) })
 	lastResync := time.Now()
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, 100*time.Millisecond)
+		msg, err := recv(100 * time.Millisecond)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -289,6 +282,75 @@ func (s *Subscriber) Parse(payload []byte) (Message, bool) {
 	}
 	return msg, true
 }
+
+// subscribe subscribes to channels and waits for every confirmation. Plain pub/sub uses
+// one connection; sharded pub/sub one per channel, since each channel lives on the node
+// that serves its slot (one SSUBSCRIBE cannot name channels of different slots).
+func (s *Subscriber) subscribe(ctx context.Context, channels []string) (func(time.Duration) (any, error), func(), error) {
+	if !s.o.Sharded {
+		ps := s.o.Client.Subscribe(ctx, channels...)
+		for range channels {
+			if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+				ps.Close()
+				return nil, nil, err
+			}
+		}
+		return func(d time.Duration) (any, error) { return ps.ReceiveTimeout(ctx, d) }, func() { ps.Close() }, nil
+	}
+	type item struct {
+		msg any
+		err error
+	}
+	var pss []*redis.PubSub
+	closeAll := func() {
+		for _, ps := range pss {
+			ps.Close()
+		}
+	}
+	for _, ch := range channels {
+		ps := s.o.Client.SSubscribe(ctx, ch)
+		pss = append(pss, ps)
+		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	out := make(chan item, 1024)
+	rctx, cancel := context.WithCancel(ctx)
+	for _, ps := range pss {
+		go func(ps *redis.PubSub) {
+			for rctx.Err() == nil {
+				m, err := ps.Receive(rctx)
+				select {
+				case out <- item{m, err}:
+				case <-rctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}(ps)
+	}
+	recv := func(d time.Duration) (any, error) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case it := <-out:
+			return it.msg, it.err
+		case <-t.C:
+			return nil, timeoutError{}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return recv, func() { cancel(); closeAll() }, nil
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string { return "receive timeout" }
+func (timeoutError) Timeout() bool { return true }
 
 // handle applies one channel message; content problems are counted, never returned.
 func (s *Subscriber) handle(ctx context.Context, payload []byte) error {

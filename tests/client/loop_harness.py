@@ -125,7 +125,8 @@ class Daemon:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "hotkeyd", "run", "-s", source, "--redis-url", redis_url,
              "--namespace", ns.prefix, "--rules", str(rules), "--instance", instance,
-             "--window", str(WINDOW), "--http-port", str(self.port), "--log-level", "warning"],
+             "--window", str(WINDOW), "--http-port", str(self.port), "--log-level", "warning",
+             *(["--sharded-pubsub"] if ns.sharded else [])],
         )  # fmt: skip
 
     def get(self, path: str) -> str:

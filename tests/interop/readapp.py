@@ -37,6 +37,7 @@ def main() -> None:
     p.add_argument("--cold-keys", type=int, default=0)
     p.add_argument("--namespace", default="hotkeyd")
     p.add_argument("--seconds", type=float, default=3600)
+    p.add_argument("--sharded", action="store_true", help="sharded pub/sub (SSUBSCRIBE)")
     a = p.parse_args()
     client: Any
     if a.cluster:
@@ -44,7 +45,7 @@ def main() -> None:
         client = redis.cluster.RedisCluster(host=host, port=int(port))
     else:
         client = redis.Redis.from_url(a.url)
-    cache = HotCache(client, namespace=Namespace(a.namespace)).start()
+    cache = HotCache(client, namespace=Namespace(a.namespace, sharded=a.sharded)).start()
     emit(event="ready", lang="python")
     stop = threading.Event()
 

@@ -15,6 +15,7 @@ const { values: a } = parseArgs({
     "cold-keys": { type: "string", default: "0" },
     namespace: { type: "string", default: "hotkeyd" },
     seconds: { type: "string", default: "3600" },
+    sharded: { type: "boolean", default: false },
   },
 });
 const emit = (o: Record<string, unknown>) => process.stdout.write(JSON.stringify(o) + "\n");
@@ -22,7 +23,7 @@ const emit = (o: Record<string, unknown>) => process.stdout.write(JSON.stringify
 const client = a.cluster
   ? new Cluster(a.cluster.split(",").map((hp) => ({ host: hp.split(":")[0], port: Number(hp.split(":")[1]) })))
   : new Redis(a.url);
-const cache = await new HotCache(client, { namespace: new Namespace(a.namespace) }).start();
+const cache = await new HotCache(client, { namespace: new Namespace(a.namespace), sharded: a.sharded }).start();
 emit({ event: "ready", lang: "node", origin: cache.origin });
 
 let stopped = false;

@@ -10,6 +10,7 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { Cluster } from "ioredis";
 import { LRUCache } from "lru-cache";
 import { keyBytes } from "./keys.js";
 import { keyId, type HotItem } from "./hotset.js";
@@ -281,14 +282,27 @@ export class HotCache {
     return encodeInvalidation(this.origin, keys.map((k) => keyBytes(k)));
   }
 
+  /**
+   * The write, then the invalidation: one pipeline (one round trip) on a single node. On a
+   * Cluster a pipeline must stay in one slot, and a sharded channel has a slot of its
+   * own, so there the invalidation follows the write (two round trips).
+   */
   private async write(keys: string[], add: (p: ReturnType<RedisLike["pipeline"]>) => unknown): Promise<unknown> {
-    const p = this.client.pipeline();
-    add(p);
-    if (this.sharded) p.spublish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
-    else p.publish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
+    const channel = this.subscriber.namespace.invalidateChannel;
     try {
-      const res = await p.exec();
-      const [err, value] = res![0];
+      if (this.client instanceof Cluster && this.sharded) {
+        const p = this.client.pipeline();
+        add(p);
+        const [err, value] = (await p.exec())![0];
+        if (err) throw err;
+        await this.publish(channel, this.invalidation(keys));
+        return value;
+      }
+      const p = this.client.pipeline();
+      add(p);
+      if (this.sharded) p.spublish(channel, this.invalidation(keys));
+      else p.publish(channel, this.invalidation(keys));
+      const [err, value] = (await p.exec())![0];
       if (err) throw err;
       return value;
     } finally {

@@ -6,7 +6,7 @@
  * published meanwhile are applied afterwards, and the per-instance sequence numbers make
  * the ones already in a snapshot stale. The same order runs after every reconnect.
  */
-import type { Cluster, Redis } from "ioredis";
+import { Cluster, type Redis } from "ioredis";
 import type { MessageAuth } from "./auth.js";
 import { HotSet, type ApplyResult, type HotSetOptions } from "./hotset.js";
 import { decodeInvalidation, decodeMessage, Namespace, WireError, type Message } from "./wire.js";
@@ -76,7 +76,13 @@ export class Subscriber {
 
   /** Subscribe, bootstrap from the snapshots, keep following until close(). */
   async start(): Promise<void> {
-    const sub = this.client.duplicate() as RedisLike;
+    // A connection of our own. ioredis' Cluster routes SSUBSCRIBE to each channel's shard
+    // only with shardedSubscribers on (one subscriber connection per primary).
+    const sub = (
+      this.o.sharded && this.client instanceof Cluster
+        ? this.client.duplicate(undefined, { shardedSubscribers: true })
+        : this.client.duplicate()
+    ) as RedisLike;
     this.sub = sub;
     sub.on("error", () => {}); // reconnects are ioredis' job; errors surface in start()
     const channels = [this.namespace.eventsChannel];
@@ -85,7 +91,8 @@ export class Subscriber {
       void this.onMessage(channel.toString(), message);
     });
     try {
-      if (this.o.sharded) await sub.ssubscribe(...channels);
+      // Sharded channels live on the node that serves their slot: one SSUBSCRIBE each.
+      if (this.o.sharded) for (const ch of channels) await sub.ssubscribe(ch);
       else await sub.subscribe(...channels);
       await this.bootstrap();
     } catch (e) {

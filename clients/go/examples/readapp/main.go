@@ -39,6 +39,7 @@ func main() {
 	cold := flag.Int("cold-keys", 0, "also read this many cold keys, one per 20 reads")
 	prefix := flag.String("namespace", "hotkeyd", "hotkeyd namespace prefix")
 	seconds := flag.Float64("seconds", 3600, "stop after this long")
+	sharded := flag.Bool("sharded", false, "sharded pub/sub (SSUBSCRIBE/SPUBLISH), as the daemon's --sharded-pubsub")
 	flag.Parse()
 
 	var client redis.UniversalClient
@@ -53,7 +54,7 @@ func main() {
 		client = redis.NewClient(opt)
 	}
 	defer client.Close()
-	cache := hotkeyd.NewHotCache(client, hotkeyd.CacheOptions{Namespace: hotkeyd.Namespace{Prefix: *prefix}})
+	cache := hotkeyd.NewHotCache(client, hotkeyd.CacheOptions{Namespace: hotkeyd.Namespace{Prefix: *prefix}, Sharded: *sharded})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	if err := cache.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "start:", err)
