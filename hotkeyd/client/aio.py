@@ -21,8 +21,9 @@ from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.snapshots import afetch_snapshots
 from hotkeyd.client.subscriber import SubscriberCore
 from hotkeyd.clock import Clock
-from hotkeyd.conn.cluster import AnyAsyncRedis, AsyncRedisCluster
-from hotkeyd.errors import ClientError, UnreachableError
+from hotkeyd.conn.cluster import AnyAsyncRedis, AsyncRedisCluster, dedicated_client
+from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
+from hotkeyd.errors import ClientError, HotkeydError, UnreachableError
 from hotkeyd.wire import Message, Namespace
 
 __all__ = ["AsyncSubscriber"]
@@ -51,6 +52,7 @@ class AsyncSubscriber(SubscriberCore):
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
         auth: MessageAuth | None = None,
+        daemon_db: int = 0,
     ) -> None:
         super().__init__(
             hotset,
@@ -63,6 +65,8 @@ class AsyncSubscriber(SubscriberCore):
             auth=auth,
         )
         self.client = client
+        self.daemon_db = daemon_db
+        self._own: Any = None  # the subscription's own client (dedicated_client)
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
@@ -71,6 +75,7 @@ class AsyncSubscriber(SubscriberCore):
         """Start the task (idempotent)."""
         if self._task is None or self._task.done():
             self._stopping = False
+            self.error = None
             self._task = asyncio.create_task(self._run(), name="hotkeyd-async-subscriber")
         return self
 
@@ -82,13 +87,26 @@ class AsyncSubscriber(SubscriberCore):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._close_own()
+
+    async def _close_own(self) -> None:
+        own, self._own = self._own, None
+        if own is not None and own is not self.client:
+            with contextlib.suppress(Exception):
+                await own.aclose()
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until subscribed and bootstrapped (True) or timeout (False)."""
-        try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
+        """Wait until subscribed and bootstrapped (True), timeout or a fatal error."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while not self._ready.is_set():
+            if self.error is not None or (self._task is not None and self._task.done()):
+                return False
+            left = 0.05 if deadline is None else min(0.05, deadline - loop.time())
+            if left <= 0:
+                return False
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), left)
         return True
 
     async def __aenter__(self) -> AsyncSubscriber:
@@ -104,7 +122,7 @@ class AsyncSubscriber(SubscriberCore):
     async def resync(self, instance: str | None = None) -> list[Message]:
         """Read snapshots (all live instances, or one)."""
         snaps = await afetch_snapshots(
-            self.client,
+            self._client(),
             self.namespace,
             clock=self.clock,
             max_age=self.stale_after,
@@ -114,14 +132,18 @@ class AsyncSubscriber(SubscriberCore):
         )
         return list(snaps.values())
 
+    def _client(self) -> Any:
+        if self._own is None:
+            self._own = dedicated_client(self.client, db=self.daemon_db)
+        return self._own
+
     async def _run(self) -> None:
         while not self._stopping:
             ps: Any = None  # Any: the redis stubs lag redis-py 5+ (aclose, ssubscribe)
             try:
                 if isinstance(self.client, AsyncRedisCluster):
                     await self.client.initialize()  # its pubsub needs the slot map (idempotent)
-                client: Any = self.client
-                ps = client.pubsub(ignore_subscribe_messages=False)
+                ps = self._client().pubsub(ignore_subscribe_messages=False)
                 if self.namespace.sharded:
                     await ps.ssubscribe(*self.channels)
                 else:
@@ -132,9 +154,20 @@ class AsyncSubscriber(SubscriberCore):
                 await self._pump(ps)
             except _CONN_ERRORS as exc:
                 self.connected = False
+                self.last_error = str(exc)
                 self.warn(logging.WARNING, "hotkeyd subscription lost (%s); reconnecting", exc)
             except asyncio.CancelledError:
                 raise
+            except (*REDIS_ERRORS, HotkeydError) as exc:
+                self.connected = False
+                err = translate_redis_error(exc)
+                self.last_error = str(err)
+                if not self._ready.is_set() and not isinstance(err, UnreachableError):
+                    self.error = err  # retrying cannot fix it: fail the start
+                    logger.error("hotkeyd async subscriber cannot start: %s", err)
+                    await self._close_own()
+                    return
+                self.warn(logging.ERROR, "hotkeyd async subscriber: %s; retrying", err)
             except Exception:
                 self.connected = False
                 self.warn(

@@ -24,16 +24,17 @@ from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStat
 from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
 from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
+from hotkeyd.client.subscriber import start_failure
 from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import (
     AnyAsyncRedis,
+    aclient_from_url,
     apublish,
     client_db,
     is_cluster,
     publish_command,
 )
 from hotkeyd.demand import DEFAULT_INTERVAL
-from hotkeyd.errors import UnreachableError
 from hotkeyd.keys import key_bytes
 from hotkeyd.wire import Namespace
 
@@ -62,13 +63,16 @@ class AsyncHotCache:
         report_demand: bool = True,
         report_interval: float = DEFAULT_INTERVAL,
         auth: MessageAuth | None = None,
+        daemon_db: int = 0,
     ) -> None:
-        self.client: Any = cast(
-            Any, client
-        )  # Any: the redis stubs lack asyncio RedisCluster commands
+        # Any: the redis stubs lack the asyncio RedisCluster commands
+        self.client: Any = cast(Any, client)
+        self._owns_client = False
         self._owns_subscriber = subscriber is None
         if subscriber is None:
-            subscriber = AsyncSubscriber(client, namespace=namespace, clock=clock, auth=auth)
+            subscriber = AsyncSubscriber(
+                client, namespace=namespace, clock=clock, auth=auth, daemon_db=daemon_db
+            )
         self.subscriber = subscriber
         self.hotset: HotSet = subscriber.hotset
         self.clock = self.hotset.clock
@@ -108,7 +112,9 @@ class AsyncHotCache:
         """Start the subscriber and wait until the hot set is bootstrapped."""
         await self.subscriber.start()
         if not await self.subscriber.wait_ready(timeout):
-            raise UnreachableError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+            cause = start_failure(self.subscriber, timeout)
+            await self.close()  # stop what failed: the subscriber it owns, its own client
+            raise cause
         if self._demand is not None and self.hotset.demand_owner in (None, self):
             self.hotset.demand_owner = self
             self._demand.start()
@@ -121,6 +127,19 @@ class AsyncHotCache:
             self.hotset.demand_owner = None
         if self._owns_subscriber:
             await self.subscriber.stop()
+        if self._owns_client:
+            await self.client.aclose()
+
+    @classmethod
+    async def from_url(cls, url: str, **kwargs: Any) -> AsyncHotCache:
+        """Create a ``redis.asyncio`` client for ``url``, start, and bootstrap.
+
+        A Redis Cluster node in ``url`` makes an asyncio ``RedisCluster``. The client
+        is closed by :meth:`close`, and at once when the start fails.
+        """
+        cache = cls(await aclient_from_url(url), **kwargs)
+        cache._owns_client = True
+        return await cache.start()
 
     async def __aenter__(self) -> AsyncHotCache:
         return await self.start()
@@ -146,6 +165,28 @@ class AsyncHotCache:
         return await self._demand.flush()
 
     # -------------------------------------------------------------------- reads
+    async def mget(self, keys: Any, *args: Any) -> list[Any]:
+        """MGET; hot keys come from the local cache (single-flight), the rest in one MGET."""
+        names = [*keys, *args] if isinstance(keys, (list, tuple)) else [keys, *args]
+        kbs = [n if n.__class__ is bytes else key_bytes(n) for n in names]
+        hot = [i for i, kb in enumerate(kbs) if self._hot_get(kb) is not None]
+        if not hot:
+            return list(await self._mget(names))
+        out: list[Any] = [None] * len(names)
+        hot_set = set(hot)
+        cold = [i for i in range(len(names)) if i not in hot_set]
+        if cold:
+            for i, v in zip(cold, await self._mget([names[i] for i in cold]), strict=True):
+                out[i] = v
+        for i, v in zip(hot, await asyncio.gather(*(self.get(names[i]) for i in hot)), strict=True):
+            out[i] = v
+        return out
+
+    async def _mget(self, names: list[Any]) -> Any:
+        if self._cluster:  # keys of several slots: one MGET per node
+            return await self.client.mget_nonatomic(names)
+        return await self.client.mget(names)
+
     async def get(self, name: Any) -> Any:
         k = name if name.__class__ is bytes else key_bytes(name)
         item = self._hot_get(k)

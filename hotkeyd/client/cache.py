@@ -36,10 +36,11 @@ from hotkeyd.client.invalidation import (
     encode_invalidation,
 )
 from hotkeyd.client.local import CacheStats, LocalCache
-from hotkeyd.client.subscriber import Subscriber
+from hotkeyd.client.subscriber import Subscriber, start_failure
 from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import (
     AnyRedis,
+    RedisCluster,
     client_db,
     client_from_any_url,
     is_cluster,
@@ -47,7 +48,7 @@ from hotkeyd.conn.cluster import (
     publish_command,
 )
 from hotkeyd.demand import DEFAULT_INTERVAL
-from hotkeyd.errors import ClientError, UnreachableError
+from hotkeyd.errors import ClientError
 from hotkeyd.keys import key_bytes
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Namespace
@@ -86,6 +87,13 @@ class HotCache:
         report_interval: seconds between demand reports (0.25-0.5).
         auth: verify the daemons' HMAC signatures (:class:`~hotkeyd.auth.MessageAuth`,
             e.g. ``MessageAuth.from_env()``) and drop anything unsigned or forged.
+        daemon_db: the db in the daemon's ``--redis-url`` (where its snapshots are),
+            when it differs from this client's db (the subscriber reads from there).
+
+    A failed :meth:`start` (or :meth:`from_url`) stops what it started and raises the
+    real cause: ``PublishError`` for credentials, ACL, MOVED from a cluster node and
+    other errors retrying cannot fix (at once), ``UnreachableError`` naming the last
+    connection error when Redis did not answer within ``timeout``.
     """
 
     def __init__(
@@ -108,6 +116,7 @@ class HotCache:
         report_demand: bool = True,
         report_interval: float = DEFAULT_INTERVAL,
         auth: MessageAuth | None = None,
+        daemon_db: int = 0,
     ) -> None:
         if broadcast not in ("always", "known"):
             raise ValueError(f"broadcast must be 'always' or 'known', got {broadcast!r}")
@@ -119,7 +128,9 @@ class HotCache:
         self._cluster = is_cluster(client)  # a cluster pipeline cannot PUBLISH
         self._owns_subscriber = subscriber is None
         if subscriber is None:
-            subscriber = Subscriber(client, namespace=namespace, clock=clock, auth=auth)
+            subscriber = Subscriber(
+                client, namespace=namespace, clock=clock, auth=auth, daemon_db=daemon_db
+            )
         self.subscriber = subscriber
         self.hotset: HotSet = subscriber.hotset
         self.namespace = subscriber.namespace
@@ -184,7 +195,9 @@ class HotCache:
         self._started = True
         self.subscriber.start()
         if not self.subscriber.wait_ready(timeout):
-            raise UnreachableError(f"hot-key subscriber not ready after {timeout} s (is Redis up?)")
+            cause = start_failure(self.subscriber, timeout)
+            self.close()  # stop what failed: the subscriber thread it owns, tracking, client
+            raise cause
         if self._demand is not None and self.hotset.demand_owner in (None, self):
             self.hotset.demand_owner = self
             self._demand.start()
@@ -273,7 +286,7 @@ class HotCache:
         hot = self._hot
         kbs = [n if n.__class__ is bytes else key_bytes(n) for n in names]
         if not any(kb in hot for kb in kbs):
-            return list(self.client.mget(names))
+            return list(self._mget(names))
         now = self.clock.monotonic()
         out: list[Any] = [None] * len(names)
         need: list[int] = []
@@ -299,7 +312,7 @@ class HotCache:
             need.append(i)
         if need:
             try:
-                values = self.client.mget([names[i] for i in need])
+                values = self._mget([names[i] for i in need])
             except BaseException as exc:
                 for flight, _ in flights.values():
                     self.local.fail(flight, exc)
@@ -310,6 +323,11 @@ class HotCache:
                     flight, ttl = flights[i]
                     self.local.finish(flight, v, ttl)
         return out
+
+    def _mget(self, names: list[Any]) -> Any:
+        if isinstance(self.client, RedisCluster):  # keys of several slots: MGET per node
+            return self.client.mget_nonatomic(names)
+        return self.client.mget(names)
 
     def _hot_read(self, item: HotItem, ckey: Hashable, k: bytes, command: str, *args: Any) -> Any:
         now = self.clock.monotonic()

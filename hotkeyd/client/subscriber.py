@@ -36,15 +36,17 @@ import redis
 
 from hotkeyd.auth import MessageAuth
 from hotkeyd.backoff import Backoff
+from hotkeyd.client.forksafe import track_fork
 from hotkeyd.client.hotset import ApplyResult, HotSet
 from hotkeyd.client.snapshots import fetch_snapshots
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.conn.cluster import AnyRedis
-from hotkeyd.errors import ClientError, UnreachableError
+from hotkeyd.conn.cluster import AnyRedis, dedicated_client
+from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
+from hotkeyd.errors import ClientError, HotkeydError, UnreachableError
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import Message, Namespace, WireError
 
-__all__ = ["Subscriber", "SubscriberCore", "SubscriberStats"]
+__all__ = ["Subscriber", "SubscriberCore", "SubscriberStats", "start_failure"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,14 @@ class SubscriberStats:
 
 def _text(v: bytes | str) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def start_failure(sub: SubscriberCore, timeout: float) -> HotkeydError:
+    """The exception a failed start raises: the real cause, in one line."""
+    if sub.error is not None:
+        return sub.error
+    why = sub.last_error or "no reply from Redis"
+    return UnreachableError(f"hot-key subscriber not ready after {timeout:g} s: {why}")
 
 
 class SubscriberCore:
@@ -112,6 +122,8 @@ class SubscriberCore:
         self.auth = auth
         self.connected = False
         self.stats = SubscriberStats()
+        self.error: HotkeydError | None = None  # why the start failed for good
+        self.last_error: str | None = None  # the latest failure, for messages
         self.warn = RateLimitedLog(logger)
         self.channels = (namespace.channel, namespace.invalidate_channel)
         # Sharded pub/sub (SSUBSCRIBE) confirms with "ssubscribe" and delivers "smessage";
@@ -249,8 +261,8 @@ class Subscriber(SubscriberCore):
 
     Args:
         client: a redis-py client, ``redis.Redis`` or ``redis.cluster.RedisCluster``
-            (AUTH/ACL/TLS come with it); the subscription uses
-            its own connection from the client's pool.
+            (AUTH/ACL/TLS come with it). The subscription and snapshot reads use a
+            pool of their own with the same settings (never the application's pool).
         hotset: the set to keep current (a new one on ``clock`` by default).
         namespace: Redis names of the deployment.
         clock: time source for TTLs and the instances' heartbeat age.
@@ -261,6 +273,16 @@ class Subscriber(SubscriberCore):
         health_interval: after this many seconds without a message the subscription is
             PINGed; no PONG within as long again means a half-open connection, which is
             dropped and re-established (None disables).
+        daemon_db: the db of the daemon's ``--redis-url`` (its snapshots live there),
+            whatever db the application's client uses.
+        restart_after_fork: restart the thread in a forked child (gunicorn
+            ``--preload`` workers, Celery prefork, multiprocessing): threads do not
+            survive ``fork()``, so without it a child would never hear of a hot key.
+
+    A start that fails for a reason retrying cannot fix (authentication, ACL, a
+    cluster node answering MOVED to a plain client, a snapshot key of the wrong
+    type) stops the thread: :meth:`wait_ready` returns False at once and
+    :attr:`error` holds the cause. :attr:`last_error` is the latest failure.
     """
 
     def __init__(
@@ -276,6 +298,8 @@ class Subscriber(SubscriberCore):
         resync_interval: float | None = 60.0,
         auth: MessageAuth | None = None,
         health_interval: float | None = 5.0,
+        daemon_db: int = 0,
+        restart_after_fork: bool = True,
     ) -> None:
         super().__init__(
             hotset,
@@ -289,15 +313,20 @@ class Subscriber(SubscriberCore):
             health_interval=health_interval,
         )
         self.client = client
+        self.daemon_db = daemon_db
+        self.restart_after_fork = restart_after_fork
+        self._own: Any = None  # the subscription's own client (dedicated_client)
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
+        track_fork(self)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> Subscriber:
         """Start the background thread (idempotent)."""
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
+            self.error = None
             self._thread = threading.Thread(
                 target=self._run, name="hotkeyd-subscriber", daemon=True
             )
@@ -310,10 +339,36 @@ class Subscriber(SubscriberCore):
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self._close_own()
+
+    def _close_own(self) -> None:
+        own, self._own = self._own, None
+        if own is not None and own is not self.client:
+            with contextlib.suppress(Exception):
+                own.close()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Block until subscribed and bootstrapped from the snapshot (True) or timeout."""
-        return self._ready.wait(timeout)
+        """Block until subscribed and bootstrapped (True), timeout or a fatal error."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ready.is_set():
+            if self.error is not None:
+                return False
+            left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self._ready.wait(left)
+        return True
+
+    def after_fork_in_child(self) -> None:
+        """Called in a forked child: the thread and its sockets stayed in the parent."""
+        running = self._thread is not None and not self._stop.is_set()
+        self._thread = None
+        self._own = None  # the parent's sockets: never read them here
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self.connected = False
+        if running and self.restart_after_fork:
+            self.start()  # bootstraps again; reset listeners drop copies made pre-fork
 
     def __enter__(self) -> Subscriber:
         self.start()
@@ -329,7 +384,7 @@ class Subscriber(SubscriberCore):
     def resync(self, instance: str | None = None) -> list[Message]:
         """Read snapshots (all live instances, or one) from Redis."""
         snaps = fetch_snapshots(
-            self.client,
+            self._client(),
             self.namespace,
             clock=self.clock,
             max_age=self.stale_after,
@@ -340,11 +395,16 @@ class Subscriber(SubscriberCore):
         return list(snaps.values())
 
     # ------------------------------------------------------------------- loop
+    def _client(self) -> Any:
+        if self._own is None:
+            self._own = dedicated_client(self.client, db=self.daemon_db)
+        return self._own
+
     def _run(self) -> None:
         while not self._stop.is_set():
             ps = None
             try:
-                ps = self.client.pubsub(ignore_subscribe_messages=False)
+                ps = self._client().pubsub(ignore_subscribe_messages=False)
                 self._subscribe(ps)
                 self._await_subscribed(ps)
                 self._bootstrap()
@@ -352,7 +412,18 @@ class Subscriber(SubscriberCore):
                 self._pump(ps)
             except _CONN_ERRORS as exc:
                 self.connected = False
+                self.last_error = str(exc)
                 self.warn(logging.WARNING, "hotkeyd subscription lost (%s); reconnecting", exc)
+            except (*REDIS_ERRORS, HotkeydError) as exc:
+                self.connected = False
+                err = translate_redis_error(exc)
+                self.last_error = str(err)
+                if not self._ready.is_set() and not isinstance(err, UnreachableError):
+                    # authentication, ACL, MOVED, WRONGTYPE: retrying cannot fix it
+                    self.error = err
+                    logger.error("hotkeyd subscriber cannot start: %s", err)
+                    break
+                self.warn(logging.ERROR, "hotkeyd subscriber: %s; retrying", err)
             except Exception:
                 self.connected = False
                 self.warn(logging.ERROR, "hotkeyd subscriber failed; restarting", exc_info=True)
@@ -363,6 +434,7 @@ class Subscriber(SubscriberCore):
             if not self._stop.is_set():
                 self._stop.wait(self.backoff.next_delay())
         self.connected = False
+        self._close_own()
 
     def _subscribe(self, ps: Any) -> None:
         if self.namespace.sharded:

@@ -42,6 +42,7 @@ __all__ = [
     "client_from_any_url",
     "cluster_client",
     "cluster_enabled",
+    "dedicated_client",
     "is_cluster",
     "open_client",
     "publish",
@@ -63,6 +64,32 @@ def client_db(client: Any) -> int:
     if is_cluster(client):
         return 0
     return int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+
+
+def dedicated_client(client: Any, *, db: int | None = None, max_connections: int = 2) -> Any:
+    """A client with a pool of its own on the same server, credentials and TLS.
+
+    For a long-lived subscription: it never holds a connection of the application's
+    pool (a ``BlockingConnectionPool(max_connections=1)`` would deadlock), and ``db``
+    may differ from the application's (the daemon's snapshots live in its own db).
+    Sync and ``redis.asyncio`` clients; a cluster client is returned as it is (db 0
+    only, and its pools are per node).
+    """
+    if is_cluster(client):
+        return client
+    pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    if db is not None:
+        kwargs["db"] = db
+    if isinstance(client, aredis.Redis):
+        apool = aredis.ConnectionPool(
+            connection_class=pool.connection_class, max_connections=max_connections, **kwargs
+        )
+        return aredis.Redis.from_pool(apool)  # type: ignore[attr-defined]  # owns the pool
+    own = redis.ConnectionPool(
+        connection_class=pool.connection_class, max_connections=max_connections, **kwargs
+    )
+    return redis.Redis.from_pool(own)  # type: ignore[attr-defined]  # owns the pool
 
 
 def client_from_any_url(url: str, **kwargs: Any) -> AnyRedis:
