@@ -85,11 +85,11 @@ def dedicated_client(client: Any, *, db: int | None = None, max_connections: int
         apool = aredis.ConnectionPool(
             connection_class=pool.connection_class, max_connections=max_connections, **kwargs
         )
-        return aredis.Redis.from_pool(apool)  # type: ignore[attr-defined]  # owns the pool
+        return aredis.Redis.from_pool(apool)  # owns the pool: closing it disconnects
     own = redis.ConnectionPool(
         connection_class=pool.connection_class, max_connections=max_connections, **kwargs
     )
-    return redis.Redis.from_pool(own)  # type: ignore[attr-defined]  # owns the pool
+    return redis.Redis.from_pool(own)  # owns the pool: closing it disconnects
 
 
 def client_from_any_url(url: str, **kwargs: Any) -> AnyRedis:

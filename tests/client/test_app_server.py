@@ -10,6 +10,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -153,7 +154,7 @@ def test_gunicorn_preload_workers_both_serve_the_hot_key_locally(
         wait_for_port(port, timeout=20)
         with Daemon("--redis-url", redis_server.url, "--namespace", ns.prefix) as d:
             d.feed_rate({b"hot:item": 3000.0}, 1.5)  # the daemon finds it hot
-            workers: dict[int, dict[str, object]] = {}
+            workers: dict[int, dict[str, Any]] = {}
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 d.feed_rate({b"hot:item": 3000.0}, 0.05)  # keep it hot
@@ -161,14 +162,13 @@ def test_gunicorn_preload_workers_both_serve_the_hot_key_locally(
                     doc = json.loads(resp.read())
                 workers[doc["pid"]] = doc
                 if len(workers) == 2 and all(
-                    w["hot"] and int(w["hits"]) > 0
-                    for w in workers.values()  # type: ignore[call-overload]
+                    w["hot"] and int(w["hits"]) > 0 for w in workers.values()
                 ):
                     break
         assert len(workers) == 2, workers
         for w in workers.values():
             assert w["subscriber"] and w["hot"] and w["value"] == "v1", w
-            assert int(w["hits"]) > 0, w  # type: ignore[call-overload]
+            assert int(w["hits"]) > 0, w
     finally:
         gunicorn.terminate()
         _, err = gunicorn.communicate(timeout=20)
