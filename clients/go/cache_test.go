@@ -216,3 +216,34 @@ func TestMissingKeyAndHashes(t *testing.T) {
 		t.Fatalf("a cold key must not be cached: %s", v3)
 	}
 }
+
+func TestSubscriberReconnectsAfterRedisRestart(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	ns := Namespace{Prefix: "t5"}
+	c := newCache(t, srv, CacheOptions{Namespace: ns})
+	old := srv.Client(t)
+	old.Set(ctx, "k", "old", 0)
+	publishHot(t, old, ns, "d", 1, "k", 60000)
+	waitFor(t, "hot", 5*time.Second, func() bool { _, ok := c.HotSet().Get(Key{"k", 0}); return ok })
+	if v, _ := c.Get(ctx, "k"); v != "old" {
+		t.Fatalf("got %q", v)
+	}
+	before := c.Subscriber().Stats().Connects
+	// restart the server on the same port; the new one holds another value, written
+	// without any invalidation: the reconnect itself must drop the local copy
+	_ = srv.cmd.Process.Kill()
+	_, _ = srv.cmd.Process.Wait()
+	srv2 := startRedisOn(t, srv.Port)
+	admin := srv2.Client(t)
+	admin.Set(ctx, "k", "v", 0)
+	waitFor(t, "a reconnect", 15*time.Second, func() bool { return c.Subscriber().Stats().Connects > before })
+	if v, err := c.Get(ctx, "k"); err != nil || v != "v" {
+		t.Fatalf("get after restart = %q, %v (a copy from before the restart was served)", v, err)
+	}
+	publishHot(t, admin, ns, "d2", 1, "k2", 60000)
+	waitFor(t, "a key announced after the restart", 5*time.Second, func() bool {
+		_, ok := c.HotSet().Get(Key{"k2", 0})
+		return ok
+	})
+}

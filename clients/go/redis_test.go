@@ -32,6 +32,12 @@ func freePort(t testing.TB) int {
 
 func startRedis(t testing.TB, extra ...string) *redisServer {
 	t.Helper()
+	return startRedisOn(t, freePort(t), extra...)
+}
+
+// startRedisOn starts redis-server on port (a restart reuses its predecessor's port).
+func startRedisOn(t testing.TB, port int, extra ...string) *redisServer {
+	t.Helper()
 	bin := os.Getenv("REDIS_SERVER")
 	if bin == "" {
 		bin = "redis-server"
@@ -42,7 +48,6 @@ func startRedis(t testing.TB, extra ...string) *redisServer {
 		}
 		t.Skip("redis-server not installed")
 	}
-	port := freePort(t)
 	dir := t.TempDir()
 	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, extra...)

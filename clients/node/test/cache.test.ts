@@ -5,7 +5,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Redis } from "ioredis";
 import { HotCache, Namespace, ShardedCounter } from "../src/index.js";
-import { commandCalls, startRedis, waitFor, type RedisServer } from "./helpers.js";
+import { commandCalls, startRedis, startRedisOn, waitFor, type RedisServer } from "./helpers.js";
 
 let srv: RedisServer;
 let admin: Redis;
@@ -146,4 +146,29 @@ test("spread take gathers units from several shards", async () => {
   assert.equal(await c.take("y", 3), null);
   assert.equal(await c.value(), 2);
   await c.clear();
+});
+
+test("after a Redis restart the subscriber reconnects and drops copies it may not have seen invalidated", async () => {
+  const own = await startRedis();
+  const ns = new Namespace("restart");
+  const old = own.client();
+  await old.set("k", "old");
+  const c = await new HotCache(own.client(), { namespace: ns }).start();
+  await old.publish(ns.eventsChannel, JSON.stringify({
+    v: 1, instance: "d", seq: 1, ts: Date.now() / 1000, full: false, final: false, cool: [],
+    hot: [{ key: "k", rate: 1, rule: "r", ttl_ms: 60_000, since: 0 }],
+  }));
+  await waitFor("hot", 5000, () => c.hotSet.getText("k") !== undefined);
+  assert.equal(await c.get("k"), "old");
+  const before = c.subscriber.stats.connects;
+  own.proc.kill("SIGKILL");
+  await new Promise((r) => own.proc.once("exit", r));
+  const again = await startRedisOn(own.port);
+  const admin2 = again.client();
+  await admin2.set("k", "new"); // no invalidation: the reconnect itself must drop the copy
+  await waitFor("a reconnect", 20_000, () => c.subscriber.stats.connects > before);
+  assert.equal(await c.get("k"), "new");
+  await c.close();
+  await own.stop();
+  await again.stop();
 });

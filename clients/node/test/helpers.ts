@@ -25,7 +25,11 @@ export interface RedisServer {
 
 /** A throwaway redis-server on a free port: the tests talk to real servers. */
 export async function startRedis(...extra: string[]): Promise<RedisServer> {
-  const port = await freePort();
+  return startRedisOn(await freePort(), ...extra);
+}
+
+/** redis-server on a given port (a restart reuses its predecessor's port). */
+export async function startRedisOn(port: number, ...extra: string[]): Promise<RedisServer> {
   const dir = mkdtempSync(join(tmpdir(), "hotkeyd-node-"));
   const bin = process.env.REDIS_SERVER ?? "redis-server";
   const proc = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extra], {
