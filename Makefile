@@ -58,10 +58,19 @@ kafka-jars: java-deps   ## Apache Kafka (KRaft broker) jars for tests/kafka_apac
 
 test: servers java-deps install-dev kafka-jars   ## everything CI runs: native build required, lint, the suite, the pure twins, the Java, Go and Node clients
 	$(PY) -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor, hotkeyd.replay._trace"   # fails loudly if the C core did not build
+	@echo "== $$(date -u +%T) lint"
 	$(MAKE) lint
-	$(PY) -m pytest
+	@echo "== $$(date -u +%T) pytest"
+	$(PY) -m pytest --durations=25
+	@echo "== $$(date -u +%T) pytest (pure-Python twins)"
 	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py tests/replay
-	$(MAKE) test-java test-go test-node
+	@echo "== $$(date -u +%T) java"
+	$(MAKE) test-java
+	@echo "== $$(date -u +%T) go"
+	$(MAKE) test-go
+	@echo "== $$(date -u +%T) node"
+	$(MAKE) test-node
+	@echo "== $$(date -u +%T) done"
 
 test-go:            ## the Go client (clients/go): vet, race-checked tests, the conformance vectors, a short fuzz run
 	cd clients/go && go vet ./... && go test -race -count=1 ./...
