@@ -145,7 +145,7 @@ def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, co
     def show(data: bytes | str) -> None:
         if as_json:  # re-encoded (ASCII, escapes visible): raw bytes never reach the terminal
             try:
-                click.echo(json.dumps(json.loads(data)))
+                click.echo(json.dumps(json.loads(data), separators=(",", ":")))
             except Exception as exc:  # not JSON (or nested too deeply ...)
                 click.echo(f"! malformed message: {safe_text(exc, 200)}", err=True)
             return
