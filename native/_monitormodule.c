@@ -37,7 +37,8 @@ static int as_int(PyObject *o, int *out, const char *what) {
         return -1;
     }
     long v = PyLong_AsLong(o);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v == -1 && PyErr_Occurred())
+        return -1;
     if (v < -1000000 || v > 1000000) {
         PyErr_Format(PyExc_ValueError, "%s out of range: %ld", what, v);
         return -1;
@@ -54,22 +55,30 @@ static int parse_spec(PyObject *o, mp_keyspec *ks) {
             "a key spec must be a tuple (bs_type, bs_arg, keyword, fk_type, a, b, c, write)");
         return -1;
     }
-    if (as_int(PyTuple_GET_ITEM(o, 0), &ks->bs_type, "bs_type") < 0) return -1;
-    if (as_int(PyTuple_GET_ITEM(o, 1), &ks->bs_arg, "bs_arg") < 0) return -1;
+    if (as_int(PyTuple_GET_ITEM(o, 0), &ks->bs_type, "bs_type") < 0)
+        return -1;
+    if (as_int(PyTuple_GET_ITEM(o, 1), &ks->bs_arg, "bs_arg") < 0)
+        return -1;
     PyObject *kw = PyTuple_GET_ITEM(o, 2);
     if (kw != Py_None) {
         const char *s;
         Py_ssize_t n;
-        if (get_bytes(kw, &s, &n, "keyword") < 0) return -1;
+        if (get_bytes(kw, &s, &n, "keyword") < 0)
+            return -1;
         ks->keyword = (char *)s; /* copied by mp_table_add */
         ks->keyword_len = (size_t)n;
     }
-    if (as_int(PyTuple_GET_ITEM(o, 3), &ks->fk_type, "fk_type") < 0) return -1;
-    if (as_int(PyTuple_GET_ITEM(o, 4), &ks->fk_a, "a") < 0) return -1;
-    if (as_int(PyTuple_GET_ITEM(o, 5), &ks->fk_b, "b") < 0) return -1;
-    if (as_int(PyTuple_GET_ITEM(o, 6), &ks->fk_c, "c") < 0) return -1;
+    if (as_int(PyTuple_GET_ITEM(o, 3), &ks->fk_type, "fk_type") < 0)
+        return -1;
+    if (as_int(PyTuple_GET_ITEM(o, 4), &ks->fk_a, "a") < 0)
+        return -1;
+    if (as_int(PyTuple_GET_ITEM(o, 5), &ks->fk_b, "b") < 0)
+        return -1;
+    if (as_int(PyTuple_GET_ITEM(o, 6), &ks->fk_c, "c") < 0)
+        return -1;
     int w = PyObject_IsTrue(PyTuple_GET_ITEM(o, 7));
-    if (w < 0) return -1;
+    if (w < 0)
+        return -1;
     ks->write = w;
     if (ks->bs_type < 0 || ks->bs_type > 2 || ks->fk_type < 0 || ks->fk_type > 2) {
         PyErr_SetString(PyExc_ValueError, "bs_type and fk_type must be 0, 1 or 2");
@@ -81,7 +90,8 @@ static int parse_spec(PyObject *o, mp_keyspec *ks) {
 static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"entries", NULL};
     PyObject *entries;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Table", kwlist, &entries)) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Table", kwlist, &entries))
+        return -1;
     if (self->t) { /* parsers may hold the C table: it never changes once built */
         PyErr_SetString(PyExc_RuntimeError, "Table is immutable: build a new one");
         return -1;
@@ -92,7 +102,8 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     PyObject *it = PyObject_GetIter(entries);
-    if (!it) return -1;
+    if (!it)
+        return -1;
     PyObject *e;
     mp_keyspec specs[32];
     while ((e = PyIter_Next(it))) {
@@ -104,10 +115,13 @@ static int Table_init(TableObject *self, PyObject *args, PyObject *kwds) {
                             "a table entry must be a tuple (name, special, specs)");
             goto fail;
         }
-        if (get_bytes(PyTuple_GET_ITEM(e, 0), &name, &nlen, "name") < 0) goto fail;
-        if (as_int(PyTuple_GET_ITEM(e, 1), &special, "special") < 0) goto fail;
+        if (get_bytes(PyTuple_GET_ITEM(e, 0), &name, &nlen, "name") < 0)
+            goto fail;
+        if (as_int(PyTuple_GET_ITEM(e, 1), &special, "special") < 0)
+            goto fail;
         PyObject *sl = PySequence_Fast(PyTuple_GET_ITEM(e, 2), "specs must be a sequence");
-        if (!sl) goto fail;
+        if (!sl)
+            goto fail;
         Py_ssize_t ns = PySequence_Fast_GET_SIZE(sl);
         if (ns > 32) {
             Py_DECREF(sl);
@@ -141,9 +155,7 @@ fail:
     return -1;
 }
 
-static Py_ssize_t Table_len(TableObject *self) {
-    return (Py_ssize_t)mp_table_size(self->t);
-}
+static Py_ssize_t Table_len(TableObject *self) { return (Py_ssize_t)mp_table_size(self->t); }
 
 static PySequenceMethods Table_as_seq = {.sq_length = (lenfunc)Table_len};
 
@@ -163,7 +175,8 @@ static PyTypeObject TableType = {
 
 static PyObject *replies_list(const mp_out *o) {
     PyObject *l = PyList_New((Py_ssize_t)o->nreplies);
-    if (!l) return NULL;
+    if (!l)
+        return NULL;
     for (size_t i = 0; i < o->nreplies; i++) {
         PyObject *b =
             PyBytes_FromStringAndSize(o->arena + o->replies[i].off, (Py_ssize_t)o->replies[i].len);
@@ -178,14 +191,16 @@ static PyObject *replies_list(const mp_out *o) {
 
 static PyObject *groups_dict(const mp_out *o) {
     PyObject *d = PyDict_New();
-    if (!d) return NULL;
+    if (!d)
+        return NULL;
     PyObject *cur = NULL; /* borrowed from d */
     uint32_t cur_tag = 0;
     for (size_t i = 0; i < o->nitems; i++) {
         const mp_item *it = &o->items[i];
         if (!cur || it->tag != cur_tag) {
             PyObject *k = PyLong_FromUnsignedLong(it->tag);
-            if (!k) goto fail;
+            if (!k)
+                goto fail;
             cur = PyDict_GetItemWithError(d, k);
             if (!cur) {
                 if (PyErr_Occurred()) {
@@ -204,10 +219,12 @@ static PyObject *groups_dict(const mp_out *o) {
             cur_tag = it->tag;
         }
         PyObject *b = PyBytes_FromStringAndSize(o->arena + it->off, (Py_ssize_t)it->len);
-        if (!b) goto fail;
+        if (!b)
+            goto fail;
         int r = PyList_Append(cur, b);
         Py_DECREF(b);
-        if (r < 0) goto fail;
+        if (r < 0)
+            goto fail;
     }
     return d;
 fail:
@@ -217,7 +234,8 @@ fail:
 
 static PyObject *args_lines(const mp_out *o) {
     PyObject *l = PyList_New((Py_ssize_t)o->nlines);
-    if (!l) return NULL;
+    if (!l)
+        return NULL;
     for (size_t i = 0; i < o->nlines; i++) {
         const mp_line *L = &o->lines[i];
         PyObject *a = PyList_New((Py_ssize_t)L->nitems);
@@ -292,7 +310,8 @@ static int Parser_init(ParserObject *self, PyObject *args, PyObject *kwds) {
         PyErr_Format(PyExc_ValueError, "max_line must be >= 64, got %zd", max_line);
         return -1;
     }
-    if (self->p) return 0;
+    if (self->p)
+        return 0;
     self->p = mp_parser_new((size_t)max_line);
     if (!self->p) {
         PyErr_NoMemory();
@@ -317,8 +336,10 @@ static int check_ready(ParserObject *self) {
 
 static int do_feed(ParserObject *self, PyObject *data, int mode) {
     Py_buffer view;
-    if (check_ready(self) < 0) return -1;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return -1;
+    if (check_ready(self) < 0)
+        return -1;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return -1;
     self->busy = 1;
     mp_out_reset(&self->out);
     int r;
@@ -334,10 +355,12 @@ static int do_feed(ParserObject *self, PyObject *data, int mode) {
 }
 
 static PyObject *Parser_feed(ParserObject *self, PyObject *data) {
-    if (do_feed(self, data, MP_MODE_KEYS) < 0) return NULL;
+    if (do_feed(self, data, MP_MODE_KEYS) < 0)
+        return NULL;
     mp_out *o = &self->out;
     PyObject *g = groups_dict(o);
-    if (!g) return NULL;
+    if (!g)
+        return NULL;
     PyObject *rl = replies_list(o);
     if (!rl) {
         Py_DECREF(g);
@@ -350,10 +373,12 @@ static PyObject *Parser_feed(ParserObject *self, PyObject *data) {
 }
 
 static PyObject *Parser_feed_args(ParserObject *self, PyObject *data) {
-    if (do_feed(self, data, MP_MODE_ARGS) < 0) return NULL;
+    if (do_feed(self, data, MP_MODE_ARGS) < 0)
+        return NULL;
     mp_out *o = &self->out;
     PyObject *l = args_lines(o);
-    if (!l) return NULL;
+    if (!l)
+        return NULL;
     PyObject *rl = replies_list(o);
     if (!rl) {
         Py_DECREF(l);
@@ -364,9 +389,11 @@ static PyObject *Parser_feed_args(ParserObject *self, PyObject *data) {
 }
 
 static PyObject *Parser_set_skip(ParserObject *self, PyObject *addrs) {
-    if (check_ready(self) < 0) return NULL;
+    if (check_ready(self) < 0)
+        return NULL;
     PyObject *seq = PySequence_Fast(addrs, "addrs must be a sequence of bytes");
-    if (!seq) return NULL;
+    if (!seq)
+        return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     const char **s = (const char **)PyMem_Calloc((size_t)n + 1, sizeof(char *));
     size_t *l = (size_t *)PyMem_Calloc((size_t)n + 1, sizeof(size_t));
@@ -377,7 +404,8 @@ static PyObject *Parser_set_skip(ParserObject *self, PyObject *addrs) {
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t len;
-        if (get_bytes(PySequence_Fast_GET_ITEM(seq, i), &s[i], &len, "address") < 0) goto done;
+        if (get_bytes(PySequence_Fast_GET_ITEM(seq, i), &s[i], &len, "address") < 0)
+            goto done;
         l[i] = (size_t)len;
     }
     if (mp_parser_set_skip(self->p, s, l, (size_t)n) < 0) {
@@ -394,8 +422,10 @@ done:
 }
 
 static PyObject *Parser_set_table(ParserObject *self, PyObject *table) {
-    if (check_ready(self) < 0) return NULL;
-    if (set_table(self, table) < 0) return NULL;
+    if (check_ready(self) < 0)
+        return NULL;
+    if (set_table(self, table) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -437,9 +467,11 @@ static PyTypeObject ParserType = {
 
 static PyObject *mod_extract(PyObject *m, PyObject *args) {
     PyObject *table, *argl;
-    if (!PyArg_ParseTuple(args, "O!O:extract", &TableType, &table, &argl)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O:extract", &TableType, &table, &argl))
+        return NULL;
     PyObject *seq = PySequence_Fast(argl, "args must be a sequence of bytes");
-    if (!seq) return NULL;
+    if (!seq)
+        return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     const char **s = (const char **)PyMem_Calloc((size_t)n + 1, sizeof(char *));
     size_t *l = (size_t *)PyMem_Calloc((size_t)n + 1, sizeof(size_t));
@@ -464,7 +496,8 @@ static PyObject *mod_extract(PyObject *m, PyObject *args) {
         goto done;
     }
     ret = PyList_New((Py_ssize_t)out.nitems);
-    if (!ret) goto done;
+    if (!ret)
+        goto done;
     for (size_t i = 0; i < out.nitems; i++) {
         PyObject *t =
             Py_BuildValue("(y#O)", out.arena + out.items[i].off, (Py_ssize_t)out.items[i].len,
@@ -493,9 +526,12 @@ static PyMethodDef module_methods[] = {
  * system and filled in by monitor_exec. The types are static and immutable state-free,
  * so the module keeps no per-module state (m_size 0). */
 static int monitor_exec(PyObject *m) {
-    if (PyType_Ready(&TableType) < 0 || PyType_Ready(&ParserType) < 0) return -1;
-    if (PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0) return -1;
-    if (PyModule_AddObjectRef(m, "Parser", (PyObject *)&ParserType) < 0) return -1;
+    if (PyType_Ready(&TableType) < 0 || PyType_Ready(&ParserType) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Parser", (PyObject *)&ParserType) < 0)
+        return -1;
     return 0;
 }
 
@@ -513,6 +549,4 @@ static struct PyModuleDef moduledef = {
     .m_slots = monitor_slots,
 };
 
-PyMODINIT_FUNC PyInit__monitor(void) {
-    return PyModuleDef_Init(&moduledef);
-}
+PyMODINIT_FUNC PyInit__monitor(void) { return PyModuleDef_Init(&moduledef); }
