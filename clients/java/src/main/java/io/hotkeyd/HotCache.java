@@ -55,8 +55,8 @@ public final class HotCache implements AutoCloseable {
     KNOWN
   }
 
-  private static final char GET_S = 'g';
-  private static final char GET_B = 'G';
+  private static final char GET_S = LocalCache.GET_TEXT;
+  private static final char GET_B = LocalCache.GET_BYTES;
   private static final char HGET_S = 'h';
   private static final char HGET_B = 'H';
   private static final char HGETALL_S = 'a';
@@ -101,7 +101,7 @@ public final class HotCache implements AutoCloseable {
     this.invalidateChannelBytes = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
     this.demandIntervalMillis = b.demandInterval.toMillis();
     this.local = new LocalCache(clock, b.maxEntries, b.maxBytes, b.staleFor.toNanos(),
-        b.waitTimeout.toNanos(), stats, GET_S, GET_B, HGETALL_S, HGETALL_B, CACHED);
+        b.waitTimeout.toNanos(), stats, hot::get, GET_S, GET_B, HGETALL_S, HGETALL_B, CACHED);
     hotset.addListener(new HotListener() {
       @Override
       public void onCool(KeyId key) {
@@ -311,6 +311,14 @@ public final class HotCache implements AutoCloseable {
     if (item == null) {
       return jedis.get(key);
     }
+    LocalCache.Entry f = item.fastText;
+    if (f != null) {
+      long now = clock.nanoTime();
+      if (f.expiresNanos() - now > 0 && item.expiresNanos - now > 0) {
+        local.fastHit(item, GET_S, id);
+        return (String) f.value();
+      }
+    }
     return hotRead(item, new LocalCache.CacheKey(GET_S, id, null), () -> jedis.get(key));
   }
 
@@ -320,6 +328,14 @@ public final class HotCache implements AutoCloseable {
     HotItem item = hot.get(id);
     if (item == null) {
       return jedis.get(key);
+    }
+    LocalCache.Entry f = item.fastBytes;
+    if (f != null) {
+      long now = clock.nanoTime();
+      if (f.expiresNanos() - now > 0 && item.expiresNanos - now > 0) {
+        local.fastHit(item, GET_B, id);
+        return (byte[]) f.value();
+      }
     }
     return hotRead(item, new LocalCache.CacheKey(GET_B, id, null), () -> jedis.get(key));
   }

@@ -9,6 +9,9 @@ public final class HotItem {
   volatile long expiresNanos;
   /** The instance that most recently announced the key: demand reports go there. */
   volatile String owner;
+  /** Fast slots: the cached GET reply of this key (text, binary), owned by the local cache. */
+  volatile LocalCache.Entry fastText;
+  volatile LocalCache.Entry fastBytes;
   /** Reads served locally since the last demand report. */
   final LongAdder localReads = new LongAdder();
 

@@ -13,6 +13,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -38,7 +39,12 @@ final class LocalCache {
   /** What is cached for one Redis key: GET as text or bytes, one HGET field, HGETALL ... */
   record CacheKey(char kind, KeyId id, Object sub) {}
 
-  private record Entry(Object value, int weight, long expiresNanos) {}
+  /** One cached reply; also referenced from its hot item for the fast path (GET). */
+  record Entry(Object value, int weight, long expiresNanos) {}
+
+  /** GET replies (text and binary): the kinds with a fast slot on the hot item. */
+  static final char GET_TEXT = 'g';
+  static final char GET_BYTES = 'G';
 
   private static final class Flight {
     final CompletableFuture<Object> done = new CompletableFuture<>();
@@ -62,9 +68,13 @@ final class LocalCache {
   /** Entries with a sub-key (HGET fields), by Redis key. */
   private final ConcurrentHashMap<KeyId, Set<CacheKey>> byKey = new ConcurrentHashMap<>();
   private final ConcurrentHashMap<CacheKey, Flight> flights = new ConcurrentHashMap<>();
+  /** The hot item of a key (null when not hot): where the fast slots live. */
+  private final Function<KeyId, HotItem> items;
+  private int fastHits; // racy on purpose: only samples accesses for Caffeine's policy
 
   LocalCache(Clock clock, int maxEntries, long maxBytes, long staleForNanos, long waitTimeoutNanos,
-      CacheStats stats, char... plainKinds) {
+      CacheStats stats, Function<KeyId, HotItem> items, char... plainKinds) {
+    this.items = items;
     if (maxEntries < 1 || maxBytes < 1) {
       throw new IllegalArgumentException("maxEntries and maxBytes must be >= 1");
     }
@@ -81,6 +91,9 @@ final class LocalCache {
             .weigher((CacheKey k, Entry e) -> e.weight)
             .executor(Runnable::run)
             .removalListener((CacheKey k, Entry e, RemovalCause cause) -> {
+              if (k != null && cause != RemovalCause.REPLACED) {
+                clearFast(k, e); // synchronous (same-thread executor): no stale fast slot
+              }
               if (cause.wasEvicted()) {
                 stats.evictions.increment();
                 if (k != null && k.sub() != null) {
@@ -197,9 +210,53 @@ final class LocalCache {
     if (ck.sub() != null) {
       byKey.computeIfAbsent(ck.id(), k -> ConcurrentHashMap.newKeySet()).add(ck);
     }
-    cache.put(ck, new Entry(value, weight, clock.nanoTime() + ttlNanos));
+    Entry e = new Entry(value, weight, clock.nanoTime() + ttlNanos);
+    // The fast slot is set before the entry is in Caffeine and only while the flight is
+    // registered: an invalidation in between taints the flight and the check below removes
+    // the entry, whose removal clears the slot.
+    setFast(ck, e);
+    cache.put(ck, e);
     if (f.tainted) { // invalidated while we loaded: the value may predate the write
       cache.invalidate(ck);
+      clearFast(ck, e);
+    }
+  }
+
+  private void setFast(CacheKey ck, Entry e) {
+    if (ck.kind() != GET_TEXT && ck.kind() != GET_BYTES) {
+      return;
+    }
+    HotItem it = items.apply(ck.id());
+    if (it != null) {
+      if (ck.kind() == GET_TEXT) {
+        it.fastText = e;
+      } else {
+        it.fastBytes = e;
+      }
+    }
+  }
+
+  private void clearFast(CacheKey ck, Entry e) {
+    if (ck.kind() != GET_TEXT && ck.kind() != GET_BYTES) {
+      return;
+    }
+    HotItem it = items.apply(ck.id());
+    if (it != null) {
+      if (it.fastText == e) {
+        it.fastText = null;
+      }
+      if (it.fastBytes == e) {
+        it.fastBytes = null;
+      }
+    }
+  }
+
+  /** Count a hit served from a hot item's fast slot; now and then tell Caffeine (recency). */
+  void fastHit(HotItem item, char kind, KeyId id) {
+    stats.hits.increment();
+    item.localReads.increment();
+    if ((++fastHits & 63) == 0) {
+      cache.getIfPresent(new CacheKey(kind, id, null));
     }
   }
 

@@ -205,6 +205,8 @@ class HotCacheTest {
       assertTrue(cache.localSize() <= 50, "entries " + cache.localSize());
       assertTrue(cache.localWeight() <= 30_000, "bytes " + cache.localWeight());
       assertTrue(cache.localSize() >= 10, "still caches " + cache.localSize());
+      long fastSlots = cache.hotset().items().values().stream().filter(it -> it.fastText != null).count();
+      assertTrue(fastSlots <= cache.localSize(), "evicted copies leave no fast slot: " + fastSlots);
       jedis.set("big", "y".repeat(10_000));
       d.publish(FakeDaemon.hot("big", 60_000));
       await(() -> cache.hotset().isHot(KeyId.of("big")), "big hot");
