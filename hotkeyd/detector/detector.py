@@ -669,8 +669,10 @@ class Detector:
         if n <= 0:
             return []
         live = ((ident, rate) for ident, rate in self._last.items() if rate > 0.0)
-        # ties in hot()'s order: rate descending, then (db, key) ascending
-        best = heapq.nsmallest(n, live, key=lambda kv: (-kv[1], *decode_ident(kv[0])))
+        # hot()'s order: rate descending, then (db, key) ascending. Picked by ident (cheap),
+        # then the n picked are ordered exactly (only ties at the cut may pick differently).
+        picked = heapq.nsmallest(n, live, key=lambda kv: (-kv[1], kv[0]))
+        best = sorted(picked, key=lambda kv: (-kv[1], *decode_ident(kv[0])))
         kinds = self._kinds([ident for ident, _ in best])
         rule_of = self._rule_of(self._rules)
         out: list[RateEntry] = []
