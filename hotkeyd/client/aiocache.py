@@ -24,6 +24,7 @@ from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStat
 from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
 from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
+from hotkeyd.client.passthrough import AsyncInvalidatingPipeline, make_flush, pass_through
 from hotkeyd.client.subscriber import start_failure
 from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import (
@@ -328,6 +329,15 @@ class AsyncHotCache:
 
     async def expire(self, name: Any, time: Any, **kwargs: Any) -> Any:
         return await self._write((name,), lambda p: p.expire(name, time, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        """Any other ``redis.asyncio`` command; writes to strings, hashes or keys invalidate."""
+        return pass_through(self.client, name, self._write)
+
+    def pipeline(self, transaction: bool = True) -> AsyncInvalidatingPipeline:
+        """A pipeline whose writes invalidate their keys when it executes."""
+        pipe = self.client.pipeline(transaction=transaction)
+        return AsyncInvalidatingPipeline(pipe, make_flush(self))
 
     async def invalidate(self, *names: Any) -> None:
         """Drop ``names`` here and broadcast their invalidation."""

@@ -36,6 +36,7 @@ from hotkeyd.client.invalidation import (
     encode_invalidation,
 )
 from hotkeyd.client.local import CacheStats, LocalCache
+from hotkeyd.client.passthrough import InvalidatingPipeline, make_flush, pass_through
 from hotkeyd.client.subscriber import Subscriber, start_failure
 from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import (
@@ -420,6 +421,16 @@ class HotCache:
 
     def persist(self, name: Any) -> Any:
         return self._write((name,), lambda p: p.persist(name))
+
+    # ------------------------------------------------------------- pass-through
+    def __getattr__(self, name: str) -> Any:
+        """Any other redis-py command; writes to strings, hashes or keys invalidate."""
+        return pass_through(self.client, name, self._write)
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> InvalidatingPipeline:
+        """A pipeline whose writes invalidate their keys when it executes."""
+        pipe = self.client.pipeline(transaction=transaction, shard_hint=shard_hint)
+        return InvalidatingPipeline(pipe, make_flush(self))
 
     def invalidate(self, *names: Any) -> None:
         """Drop ``names`` here and broadcast their invalidation (e.g. after a DB write)."""

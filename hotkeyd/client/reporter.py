@@ -114,6 +114,7 @@ class Reporter:
         self.send_errors = 0
         self._stop = threading.Event()
         self._closed = False
+        self.unsent_at_close = 0  # accesses still buffered when close() gave up
         self._next_connect = 0.0
         self._thread = threading.Thread(target=self._run, name="hotkeyd-reporter", daemon=True)
         self._thread.start()
@@ -163,20 +164,38 @@ class Reporter:
                 return False
         return sent
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Flush what is buffered and stop. Idempotent; accesses recorded after close() are not sent."""
+    def close(self, timeout: float = 10.0) -> int:
+        """Flush what is buffered and stop; return the accesses that could not be sent.
+
+        Idempotent; accesses recorded after close() are not sent. Counts still buffered
+        when the last flush failed (Kafka unreachable) are added to :attr:`dropped`,
+        ``unsent_at_close`` and logged: never lost silently.
+        """
         if self._closed:
-            return
+            return self.unsent_at_close
         self._closed = True
         self._stop.set()
         self._thread.join(timeout)
         self.flush(timeout=timeout)
+        left = self._swap()
+        unsent = sum(n for n in left.values() if type(n) is int and n > 0)
+        if unsent:
+            with self._lock:
+                self._dropped += unsent
+            self.unsent_at_close = unsent
+            logger.warning(
+                "reporter: closed with %d accesses of %d keys unsent (Kafka %s unreachable)",
+                unsent,
+                len(left),
+                self._bootstrap,
+            )
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
                 producer.close(timeout=timeout)
             except Exception as exc:
                 logger.warning("reporter: closing the producer failed: %s", exc)
+        return self.unsent_at_close
 
     def __enter__(self) -> Reporter:
         return self

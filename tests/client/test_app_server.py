@@ -173,3 +173,57 @@ def test_gunicorn_preload_workers_both_serve_the_hot_key_locally(
         gunicorn.terminate()
         _, err = gunicorn.communicate(timeout=20)
     assert b"Traceback" not in err, err.decode()
+
+
+def test_drop_in_other_commands_pass_through_and_pipeline_writes_invalidate(
+    redis_server: RedisServer, ns: Namespace
+) -> None:
+    daemon = FakeDaemon(redis.Redis(port=redis_server.port), ns)
+    with (
+        HotCache(redis.Redis(port=redis_server.port), namespace=ns) as writer,
+        HotCache(redis.Redis(port=redis_server.port), namespace=ns) as reader,
+    ):
+        writer.set("k", b"v1")
+        assert writer.exists("k") == 1 and writer.ttl("k") == -1  # plain pass-through
+        daemon.make_hot(b"k", b"h")
+        assert wait_until(lambda: b"k" in reader.hotset and b"h" in reader.hotset)
+        assert reader.get("k") == b"v1"  # cached in the reader now
+        with writer.pipeline() as pipe:
+            pipe.set("k", b"v2").incr("counter")
+            assert pipe.execute() == [True, 1]  # the invalidation's reply is not shown
+        assert wait_until(lambda: reader.get("k") == b"v2", 2)
+        writer.hset("h", "f", "1")
+        assert reader.hgetall("h") == {b"f": b"1"}
+        writer.hsetnx("h", "g", "2")  # a write HotCache has no method for: passes, invalidates
+        assert wait_until(lambda: reader.hgetall("h") == {b"f": b"1", b"g": b"2"}, 2)
+        writer.getset("k", b"v3")
+        assert wait_until(lambda: reader.get("k") == b"v3", 2)
+        writer.client.close()
+        reader.client.close()
+
+
+def test_async_pipeline_writes_invalidate(redis_server: RedisServer, ns: Namespace) -> None:
+    daemon = FakeDaemon(redis.Redis(port=redis_server.port), ns)
+
+    async def main() -> None:
+        writer = await AsyncHotCache.from_url(redis_server.url, namespace=ns)
+        reader = await AsyncHotCache.from_url(redis_server.url, namespace=ns)
+        try:
+            await writer.set("k", b"v1")
+            daemon.make_hot(b"k")
+            while b"k" not in reader.hotset:
+                await asyncio.sleep(0.01)
+            assert await reader.get("k") == b"v1"
+            assert await writer.exists("k") == 1
+            async with writer.pipeline() as pipe:
+                pipe.set("k", b"v2")
+                assert await pipe.execute() == [True]
+            deadline = time.monotonic() + 2
+            while await reader.get("k") != b"v2":
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.005)
+        finally:
+            await writer.close()
+            await reader.close()
+
+    asyncio.run(main())

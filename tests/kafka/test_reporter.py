@@ -153,7 +153,10 @@ def test_unreachable_kafka_never_blocks_the_app() -> None:
         assert rep.stats()["buffered_keys"] <= 10  # unsent counts kept, bounded
         assert rep.dropped == 500  # keys 10..19 did not fit
     finally:
-        rep.close(timeout=1)
+        unsent = rep.close(timeout=1)
+    assert unsent == 500 and rep.unsent_at_close == 500  # keys 0..9, still buffered
+    assert rep.dropped == 1000  # every access not sent is counted, none lost silently
+    assert rep.close() == 500  # idempotent
 
 
 def test_bad_arguments() -> None:
