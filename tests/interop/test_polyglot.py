@@ -95,7 +95,8 @@ def _scenario(
                 time.sleep(0.1)
             common = [*app_args, "--key", key, "--namespace", ns.prefix, "--rate", str(RATE),
                       "--cold-keys", "50", "--seconds", "120"]  # fmt: skip
-            apps = [ReadApp(lang, tmp_path, *common) for lang in langs]
+            for lang in langs:  # one at a time: a failed start still stops the others
+                apps.append(ReadApp(lang, tmp_path, *common))
             for a in apps:
                 a.wait_event(lambda e: e.get("event") == "ready", 60, "ready line")
             watcher.wait_hot(key.encode(), timeout=30)
