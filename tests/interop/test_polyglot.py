@@ -2,7 +2,7 @@
 
 Wired as deployed: ``hotkeyd run`` taps Redis with MONITOR and publishes to it; one app
 per language (Python, Go, Node and, where built, Java) reads one key through its own
-HotCache at 1,000 reads/s with cold reads mixed in. Nobody feeds the daemon by hand:
+HotCache at 2,000 reads/s with cold reads mixed in. Nobody feeds the daemon by hand:
 MONITOR shows it what reaches Redis, each SDK's demand reports what its cache served.
 The key must turn hot once and stay hot (no cool while the load lasts), Redis must serve
 at most 2 % of the apps' reads of it (INFO keyspace_hits on the server), and a write
@@ -35,7 +35,7 @@ LANGS = ["python", "go", "node"] + (
     if (ROOT / "clients/java/src/main/java/io/hotkeyd/examples/ReadApp.java").exists()
     else []
 )
-RATE = 1000
+RATE = 2000  # reads/s per app
 WRITE_BOUND = 0.100  # s: a write through one app is read by every other app within this
 
 
