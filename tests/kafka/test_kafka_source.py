@@ -289,8 +289,14 @@ def test_slow_detector_pauses_fetching_and_shows_as_lag(
     p = producer(kafka_broker.bootstrap)
     try:
         assert drain([src], lambda: bool(src.assignment()))
-        for i in range(500):
+        for i in range(499):
             p.send(topic, key=b"k%d" % i)
+        p.flush()
+        # Tansu answers ListOffsets(latest) with the first offset of the last batch + 1 (see
+        # hotkeyd.sources.kafka.lag), and the paused consumer sees no newer high watermark:
+        # a last batch of one record makes the log end the probe reads exact (500), however
+        # a loaded box split the first 499 into batches.
+        p.send(topic, key=b"k499")
         p.flush()
 
         def lag() -> float:
