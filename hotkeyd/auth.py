@@ -15,7 +15,7 @@ ignores the unknown field). A signed message is the unsigned JSON ``body`` (whic
 bytes from its end must start with ``,"sig":"``; ``body = signed[:-74] + b"}"``; compare
 the MAC in constant time. The MAC covers the exact bytes of ``body``: no JSON
 canonicalization, so every language implements it byte-exactly (test vectors:
-``tests/vectors/auth-v1.json``; spec: docs/wire-format.md).
+``spec/vectors/auth.json``; spec: docs/wire-format.md).
 
 Keys come from a file (``--auth-key-file``; one key per line: the first signs, every one
 verifies, for rotation) or the environment (``HOTKEYD_AUTH_KEY``, one key), never from

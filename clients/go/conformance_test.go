@@ -480,13 +480,9 @@ func TestConformanceHotSet(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------- auth-v1.json
+// ---------------------------------------------------------------- auth.json
 func TestConformanceAuth(t *testing.T) {
-	path := filepath.Join("..", "..", "spec", "vectors", "auth-v1.json")
-	if _, err := os.Stat(path); err != nil {
-		path = filepath.Join("..", "..", "tests", "vectors", "auth-v1.json")
-	}
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(specPath(t, "auth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ from tests.service.daemon import Daemon
 from .helpers import wait_until
 
 VECTORS = json.loads(
-    (Path(__file__).resolve().parents[1] / "vectors" / "auth-v1.json").read_text("utf-8")
+    (Path(__file__).resolve().parents[2] / "spec" / "vectors" / "auth.json").read_text("utf-8")
 )
 KEY = VECTORS["key_utf8"].encode("utf-8")
 

@@ -15,11 +15,10 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import redis.clients.jedis.JedisPooled;
 
-/** Signed messages: the shared vectors (tests/vectors/auth-v1.json) and a real subscriber. */
+/** Signed messages: the shared vectors (spec/vectors/auth.json) and a real subscriber. */
 class MessageAuthTest {
   static JsonNode vectors() throws Exception {
-    Path p = Path.of(System.getProperty("hotkeyd.spec", "../../spec"), "..", "tests", "vectors",
-        "auth-v1.json");
+    Path p = Path.of(System.getProperty("hotkeyd.spec", "../../spec"), "vectors", "auth.json");
     return Wire.JSON.readTree(Files.readAllBytes(p));
   }
 
