@@ -610,6 +610,15 @@ class ListSource:
     def connected(self) -> bool:
         return True
 
+    @property
+    def unhealthy(self) -> None:
+        """Never stuck in a way a restart would fix."""
+        return None
+
+    def idle_watermark(self) -> None:
+        """No event-time watermark: batches are stamped as they are read."""
+        return None
+
     def close(self) -> None:
         self.closed = True
 

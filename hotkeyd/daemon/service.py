@@ -211,7 +211,7 @@ class Service:
         if not self.publisher.healthy:
             degraded.append(f"publisher: {self.publisher.last_error or 'unhealthy'}")
         for src in self.sources:
-            stuck = getattr(src, "unhealthy", None)
+            stuck = src.unhealthy
             if stuck:
                 reasons.append(f"source {src.name}: {stuck}")
             if not src.connected:
@@ -359,8 +359,7 @@ class Service:
                 self.metrics.events.labels(source=batch.source or src.name).inc(result.events)
             if batches:
                 src.commit()
-            hint = getattr(src, "idle_watermark", None)
-            wm = hint() if callable(hint) else None
+            wm = src.idle_watermark()
             if wm is not None:
                 for lane in self._source_lanes[i]:
                     self.detector.advance(lane, wm)

@@ -61,6 +61,18 @@ class Source(Protocol):
         """False while the source cannot reach its server (the daemon is degraded)."""
         ...
 
+    @property
+    def unhealthy(self) -> str | None:
+        """Why the source is stuck (restarting the daemon would help), else None."""
+        ...
+
+    def idle_watermark(self) -> float | None:
+        """Event time up to which everything was handed out, while caught up; else None.
+
+        Lets the detector close event-time sub-windows of a source with nothing to read.
+        """
+        ...
+
     def close(self) -> None:
         """Stop intake and release resources. Idempotent."""
         ...

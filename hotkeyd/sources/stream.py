@@ -144,6 +144,15 @@ class StreamSource:
         """Always True: files and pipes have no server to lose."""
         return True
 
+    @property
+    def unhealthy(self) -> None:
+        """Never stuck in a way a restart would fix."""
+        return None
+
+    def idle_watermark(self) -> None:
+        """No event-time watermark: batches are stamped as they are read."""
+        return None
+
     def close(self) -> None:
         self._stop.set()
         # Unblock a reader waiting on a full queue.

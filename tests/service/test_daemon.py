@@ -500,6 +500,10 @@ def test_a_source_failing_at_start_leaves_no_live_snapshot(redis_server: RedisSe
         exhausted = False
         error = None
         connected = True
+        unhealthy = None
+
+        def idle_watermark(self) -> None:
+            return None
 
         def start(self) -> None:
             raise HotkeydError("cannot open source")

@@ -23,6 +23,10 @@ class _OneBurstThenStop:
     exhausted = False
     error = None
     connected = True
+    unhealthy = None
+
+    def idle_watermark(self) -> None:
+        return None
 
     def __init__(self, service_box: list[Service]) -> None:
         self.box = service_box

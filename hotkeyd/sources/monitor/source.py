@@ -160,6 +160,15 @@ class MonitorSource:
         with self.cond:
             return not any(t.failed_at_start and not t.ever_connected for t in self.taps)
 
+    @property
+    def unhealthy(self) -> None:
+        """Never stuck in a way a restart would fix."""
+        return None
+
+    def idle_watermark(self) -> None:
+        """No event-time watermark: batches are stamped as they are read."""
+        return None
+
     def _discover(self, target: MonitorTarget) -> list[MonitorTarget]:
         """A cluster seed -> its primaries; a standalone server -> itself."""
         nodes = self._ask_nodes(target)
