@@ -89,7 +89,7 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
         # e.g. to pass its fencing token on to the database.
         scope = {**scope, "state": {**scope.get("state", {}), LEASE_STATE: lease}}
         try:
-            resp = await _run(self.app, scope, body)
+            resp = await _run(self.app, scope, body, receive)
         except BaseException:
             await self.guard.abandon(lease)
             raise
@@ -120,8 +120,14 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _run(app: ASGIApp, scope: Scope, body: bytes) -> Response:
-    """Run the app on the buffered body and buffer its response."""
+async def _run(app: ASGIApp, scope: Scope, body: bytes, client: Receive) -> Response:
+    """Run the app on the buffered body and buffer its response.
+
+    After the body, ``receive`` waits on the client's connection as the server's would
+    (it answers ``http.disconnect`` only when the client really went away): a streaming
+    response (Starlette's StreamingResponse listens for a disconnect while it streams)
+    must not be cut off to an empty body, which would then be stored and replayed.
+    """
     sent = False
 
     async def receive() -> Message:
@@ -129,7 +135,7 @@ async def _run(app: ASGIApp, scope: Scope, body: bytes) -> Response:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
+        return await client()
 
     status = 500
     headers: list[tuple[str, str]] = []

@@ -5,7 +5,8 @@
 
 Reads REDIS_URL and PREFIX from the environment. ``POST /order`` counts an order in Redis
 and answers 201 with a fresh uuid (so a second run would give other bytes); ``?sleep=S``
-makes it slow after counting; ``?flaky=1`` answers 500 on the first call. ``/order`` requires an Idempotency-Key, ``/note`` does not.
+makes it slow after counting; ``?flaky=1`` answers 500 on the first call. ``/order`` requires an Idempotency-Key, ``/note`` does not. ``POST /stream`` counts an order too
+and streams its answer in pieces (StreamingResponse, a generator in Flask).
 """
 
 from __future__ import annotations
@@ -39,13 +40,17 @@ def _order(body: bytes) -> tuple[int, dict[str, Any]]:
     return 201, {"order": n, "id": uuid.uuid4().hex, "request": json.loads(body or b"{}")}
 
 
+def _pieces(obj: dict[str, Any]) -> list[bytes]:
+    return [f"order {obj['order']}\n".encode(), f"id {obj['id']}\n".encode(), b"end\n"]
+
+
 def make_starlette() -> Any:
     import asyncio
 
     import redis.asyncio as aioredis
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
     from hotkeyd.client.idempotency.aioguard import AsyncIdempotencyGuard
@@ -58,8 +63,22 @@ def make_starlette() -> Any:
         await asyncio.sleep(float(request.query_params.get("sleep", 0)))
         return JSONResponse(obj, status_code=status, headers={"x-app": "starlette"})
 
+    async def stream(request: Request) -> StreamingResponse:
+        _, obj = _order(await request.body())
+
+        async def pieces() -> Any:
+            for piece in _pieces(obj):
+                await asyncio.sleep(0.05)
+                yield piece
+
+        return StreamingResponse(pieces(), status_code=201, media_type="text/plain")
+
     app = Starlette(
-        routes=[Route("/order", order, methods=["POST"]), Route("/note", order, methods=["POST"])]
+        routes=[
+            Route("/order", order, methods=["POST"]),
+            Route("/note", order, methods=["POST"]),
+            Route("/stream", stream, methods=["POST"]),
+        ]
     )
     guard = AsyncIdempotencyGuard(
         aioredis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=10
@@ -86,6 +105,17 @@ def make_flask() -> Any:
         return app.response_class(
             json.dumps(obj), status, {"content-type": "application/json", "x-app": "flask"}
         )
+
+    @app.post("/stream")
+    def stream() -> Any:
+        _, obj = _order(request.get_data())
+
+        def pieces() -> Any:
+            for piece in _pieces(obj):
+                time.sleep(0.05)
+                yield piece
+
+        return app.response_class(pieces(), 201, {"content-type": "text/plain"})
 
     guard = IdempotencyGuard(redis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=10)
     app.wsgi_app = IdempotencyWSGIMiddleware(app.wsgi_app, guard, POLICY)  # type: ignore[method-assign]

@@ -133,3 +133,17 @@ def test_chunked_body_is_read_and_fingerprinted(base: str, r: redis.Redis, ns: N
         assert again.content == first.content
         assert c.post("/order", content=chunks(b'{"sku": 8}'), headers=h).status_code == 422
     assert _orders(r, ns) == 1
+
+
+def test_streamed_response_is_stored_whole_and_replayed(
+    base: str, r: redis.Redis, ns: Namespace
+) -> None:
+    """A handler that streams its answer: the client and the replay get every piece."""
+    with httpx.Client(base_url=base, timeout=10) as c:
+        h = {"Idempotency-Key": "stream-1"}
+        first = c.post("/stream", content=b"{}", headers=h)
+        again = c.post("/stream", content=b"{}", headers=h)
+    assert first.status_code == 201 and first.content.endswith(b"end\n"), first.content
+    assert first.content.startswith(b"order 1\n")
+    assert again.content == first.content and again.headers["idempotent-replayed"] == "true"
+    assert _orders(r, ns) == 1
