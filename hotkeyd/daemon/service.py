@@ -28,7 +28,7 @@ from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import make_sources
 from hotkeyd.daemon.signals import SignalLatch
-from hotkeyd.detector import Detector
+from hotkeyd.detector import Detector, RateEntry
 from hotkeyd.detector.rules import RuleSet, load_rules
 from hotkeyd.errors import ConfigError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
@@ -462,16 +462,16 @@ def _lane_names(sources: list[Source]) -> list[str]:
     return out
 
 
-def _rate_json(r: Any) -> dict[str, Any]:
+def _rate_json(r: RateEntry) -> dict[str, Any]:
     out: dict[str, Any] = encode_key(r.key)
     out.update(rate=round(r.rate, 3), rule=r.rule, hot=r.hot)
-    if getattr(r, "since", None):
+    if r.since:
         out["since"] = round(r.since, 3)
-    if getattr(r, "db", 0):
+    if r.db:
         out["db"] = r.db
-    if getattr(r, "kind", None) is not None:
+    if r.kind is not None:
         out["kind"] = r.kind
-    if getattr(r, "local", 0.0):
+    if r.local:
         out["local"] = round(r.local, 3)
     return out
 
