@@ -205,22 +205,7 @@ func (c *HotCache) Get(ctx context.Context, key string) (string, error) {
 		c.served(it, true)
 		return v.(nilable).result()
 	}
-	v, local, err := c.local.fill(ck, ttl, func() (any, int, error) {
-		s, err := c.client.Get(ctx, key).Result()
-		if errors.Is(err, redis.Nil) {
-			return nilable{isNil: true}, 0, nil
-		}
-		return nilable{s: s}, len(s), err
-	})
-	if err != nil {
-		return "", err
-	}
-	c.served(it, local)
-	n := v.(nilable)
-	if n.isNil {
-		return "", redis.Nil
-	}
-	return n.s, nil
+	return c.fillString(it, ck, ttl, func() (string, error) { return c.client.Get(ctx, key).Result() })
 }
 
 // HGet is HGET, served locally while key is hot.
@@ -229,22 +214,29 @@ func (c *HotCache) HGet(ctx context.Context, key, field string) (string, error) 
 	if it == nil {
 		return c.client.HGet(ctx, key, field).Result()
 	}
-	v, local, err := c.local.load(cacheKey{op: 'h', key: key, field: field}, now, ttl, func() (any, int, error) {
-		s, err := c.client.HGet(ctx, key, field).Result()
+	ck := cacheKey{op: 'h', key: key, field: field}
+	if v, ok := c.local.peek(ck, now); ok {
+		c.served(it, true)
+		return v.(nilable).result()
+	}
+	return c.fillString(it, ck, ttl, func() (string, error) { return c.client.HGet(ctx, key, field).Result() })
+}
+
+// fillString loads a string reply of a hot key single-flight (a missing key is
+// remembered as nil). The callers peek first, so the closure is only built on a miss.
+func (c *HotCache) fillString(it *HotItem, ck cacheKey, ttl float64, fetch func() (string, error)) (string, error) {
+	v, local, err := c.local.fill(ck, ttl, func() (any, int, error) {
+		s, err := fetch()
 		if errors.Is(err, redis.Nil) {
 			return nilable{isNil: true}, 0, nil
 		}
-		return nilable{s: s}, len(s) + len(field), err
+		return nilable{s: s}, len(s) + len(ck.field), err
 	})
 	if err != nil {
 		return "", err
 	}
 	c.served(it, local)
-	n := v.(nilable)
-	if n.isNil {
-		return "", redis.Nil
-	}
-	return n.s, nil
+	return v.(nilable).result()
 }
 
 // HGetAll is HGETALL, served locally while key is hot (the caller gets its own copy).
