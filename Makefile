@@ -1,3 +1,4 @@
+SHELL := /bin/bash
 # One-word commands. `make run` is the main job; `make test` is what CI runs (.ci/run calls it).
 #
 # Everything runs inside a project virtual environment (.venv, git-ignored), so the same
@@ -70,6 +71,8 @@ test: servers java-deps install-dev kafka-jars   ## everything CI runs: native b
 	$(MAKE) test-go
 	@echo "== $$(date -u +%T) node"
 	$(MAKE) test-node
+	@echo "== $$(date -u +%T) asan, fuzz"
+	$(MAKE) asan fuzz-ci
 	@echo "== $$(date -u +%T) done"
 
 test-go:            ## the Go client (clients/go): vet, race-checked tests, the conformance vectors, a short fuzz run
@@ -103,6 +106,51 @@ bench: $(PY)
 run: install        ## the main job: `hotkeyd demo` (daemon + subscriber on a live workload)
 	-@command -v redis-server >/dev/null || $(MAKE) -s servers || echo "(no redis-server: the demo runs in-process)"
 	$(BIN)/hotkeyd demo
+
+# The C core under AddressSanitizer + UBSan (gcc; CPython itself is not instrumented, so
+# libasan is preloaded and leak checking is off). Built in a copy of the tree, so the
+# normal build in place is untouched. Runs the sketch and parser tests and replays the
+# whole fuzz corpus (tests/fuzz/test_corpus.py) on it.
+# Fuzzing (atheris, coverage-guided) runs on the normal build: with libasan preloaded,
+# libFuzzer's coverage callbacks resolve to ASan's stubs and the fuzzer goes blind. Each
+# parser is checked against its pure-Python twin (tests/fuzz/checks.py); inputs the
+# fuzzer keeps (`make fuzz`) join the corpus, which the ASan run replays.
+ASAN_TREE := build/asan-tree
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
+SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+FUZZ_TARGETS := monitor update_lines counted
+FUZZ_SECONDS ?= 8
+
+$(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell find hotkeyd tests -name "*.py" 2>/dev/null)
+	rm -rf $(ASAN_TREE) && mkdir -p $(ASAN_TREE)
+	cp -r hotkeyd native setup.py pyproject.toml README.md tests benchmarks spec $(ASAN_TREE)/
+	find $(ASAN_TREE)/hotkeyd -name '*.so' -delete
+	cd $(ASAN_TREE) && CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" HOTKEYD_REQUIRE_NATIVE=1 \
+	  $(abspath $(PY)) setup.py -q build_ext --inplace
+	touch $@
+
+asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus on the ASan/UBSan build (~2 min)
+	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
+	  tests/sketch tests/monitor/test_parser.py tests/faults/test_monitor_lines.py tests/fuzz
+
+fuzz-ci:            ## a short bounded fuzz run of each parser (~8 s each), as CI runs it
+	$(MAKE) -s fuzz-run FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+fuzz: $(PY)         ## longer fuzz runs (FUZZ_SECONDS per target, 300 by default); new inputs join tests/fuzz/corpus
+	$(MAKE) -s fuzz-run FUZZ_SECONDS=$(if $(filter command line,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),300) FUZZ_KEEP=1
+
+.PHONY: fuzz-run fuzz-ci
+fuzz-run:
+	@for t in $(FUZZ_TARGETS); do \
+	  out=$$(mktemp -d); \
+	  echo "fuzz $$t: $(FUZZ_SECONDS) s"; \
+	  ($(PY) -m tests.fuzz.fuzz_parsers $$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    $$out tests/fuzz/corpus/$$t 2>&1 | grep -E "seed corpus|DONE|ERROR|Assertion|Traceback" ; \
+	    exit $${PIPESTATUS[0]}) || exit 1; \
+	  if [ -n "$(FUZZ_KEEP)" ]; then cp -n $$out/* tests/fuzz/corpus/$$t/ 2>/dev/null || true; fi; \
+	  rm -rf $$out; \
+	done
 
 clean:
 	rm -rf build dist *.egg-info hotkeyd/*.so hotkeyd/*/*.so hotkeyd/*/*/*.so .pytest_cache .mypy_cache

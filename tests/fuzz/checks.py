@@ -1,0 +1,76 @@
+"""Differential checks of the C parsers against their pure-Python twins.
+
+One function per fuzz target; each takes arbitrary bytes, runs the C implementation and
+the twin on the same input, and fails (AssertionError) when they disagree or raise
+anything but the documented errors. The fuzzer (``fuzz_parsers.py``, atheris) drives
+them with coverage of the twin, whose branches mirror the C code's; the C side runs
+under AddressSanitizer and UBSan in ``make asan``/``make fuzz``. ``test_corpus.py`` replays
+the kept corpus through the same checks in the normal suite.
+
+Input layout (so a corpus file is a plain byte string): byte 0 picks ``max_line`` / the
+sketch's ``max_key_len``, byte 1 where the input is split across two feeds, the rest is
+the stream.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from hotkeyd.sketch import _sketch_py
+from hotkeyd.sources.monitor import _monitor_py
+
+
+def _c_modules() -> tuple[ModuleType, ModuleType]:
+    from hotkeyd.sketch import _sketch
+    from hotkeyd.sources.monitor import _monitor
+
+    return _monitor, _sketch
+
+
+def _split(data: bytes) -> tuple[int, int, bytes]:
+    if len(data) < 2:
+        return 0, 0, data
+    return data[0], data[1], data[2:]
+
+
+def check_monitor(data: bytes) -> None:
+    """MONITOR stream -> (lines, replies, malformed, too_long), fed in two pieces."""
+    monitor_c, _ = _c_modules()
+    knob, cut, stream = _split(data)
+    max_line = 64 + knob * 4
+    at = len(stream) * cut // 255
+    results = []
+    for impl in (monitor_c, _monitor_py):
+        p = impl.Parser(max_line=max_line)
+        got = []
+        for piece in (stream[:at], stream[at:]):
+            lines, replies, bad, long_ = p.feed_args(piece)
+            got.append((lines, replies, bad, long_))
+        results.append(got)
+    assert results[0] == results[1], (data, results)
+
+
+def _check_lines(data: bytes, counted: bool) -> None:
+    _, sketch_c = _c_modules()
+    knob, cut, stream = _split(data)
+    max_key_len = 1 + knob % 64
+    at = len(stream) * cut // 255
+    results = []
+    for impl in (sketch_c, _sketch_py):
+        s = impl.HeavyKeeper(k=8, width=64, depth=2, seed=7, max_key_len=max_key_len)
+        got = [s.update_lines(piece, counted) for piece in (stream[:at], stream[at:])]
+        results.append((got, sorted(s.topk())))
+    assert results[0] == results[1], (data, results)
+
+
+def check_update_lines(data: bytes) -> None:
+    """Plain key lines into a sketch: (events, oversized, malformed) and the top-k."""
+    _check_lines(data, counted=False)
+
+
+def check_counted(data: bytes) -> None:
+    """``key<TAB>count`` lines into a sketch: same comparison."""
+    _check_lines(data, counted=True)
+
+
+CHECKS = {"monitor": check_monitor, "update_lines": check_update_lines, "counted": check_counted}
