@@ -25,6 +25,8 @@ __all__ = [
 
 MAX_KEY_LENGTH = 255  # the IETF draft's keys are short strings; UUIDs are 36
 DIGEST_HEX = 32  # 128 bits of SHA-256: collisions are not a practical concern
+MAX_PART = 100  # a key part longer than this (encoded) is replaced by "#<its digest>"
+_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is
 
 
 def check_key(key: object, max_length: int = MAX_KEY_LENGTH) -> str:
@@ -84,7 +86,10 @@ def operation_key(op_type: str, op_id: str | int, version: int = 1) -> str:
     """A composite key for one business operation: ``<type>:v<version>:<id>``.
 
     Bump ``version`` when the operation's meaning changes, so records written by the old
-    code are not replayed for the new one.
+    code are not replayed for the new one. Type and id are percent-encoded where they
+    are not printable ASCII (a ``%`` included), and an id longer than :data:`MAX_PART`
+    once encoded is replaced by ``#`` and its digest, so any id gives a key the guard
+    accepts.
 
     Raises:
         IdempotencyKeyError: empty type or id, a ':' in the type, or a negative version.
@@ -96,7 +101,7 @@ def operation_key(op_type: str, op_id: str | int, version: int = 1) -> str:
     op = str(op_id)
     if not op:
         raise IdempotencyKeyError("operation id is empty")
-    return f"{op_type}:v{version}:{op}"
+    return f"{_part(op_type, _SAFE)}:v{version}:{_part(op, _SAFE)}"
 
 
 def gateway_key(user: str, path: str, body: bytes | str) -> str:
@@ -104,6 +109,17 @@ def gateway_key(user: str, path: str, body: bytes | str) -> str:
 
     For clients that send no Idempotency-Key: two identical requests from one user to
     one path within the TTL are treated as one. User and path are percent-encoded (the
-    key stays printable ASCII) and the body is hashed.
+    key stays printable ASCII), either one longer than :data:`MAX_PART` once encoded is
+    replaced by ``#`` and its digest, and the body is hashed: whatever the client sends,
+    the key is at most 239 characters, so the guard always accepts it.
     """
-    return f"idem:{quote(user, safe='')}:{quote(path, safe='/')}:{fingerprint(body)}"
+    return f"idem:{_part(user, '')}:{_part(path, '/')}:{fingerprint(body)}"
+
+
+def _part(text: str, safe: str) -> str:
+    """``text`` percent-encoded (printable ASCII), or ``#<digest>`` if that is long.
+
+    Neither form can be taken for the other: encoding never yields a bare ``#``.
+    """
+    out = quote(text, safe=safe.replace("#", ""))
+    return out if len(out) <= MAX_PART else "#" + fingerprint(text)

@@ -71,3 +71,23 @@ def test_fingerprint_is_fixed_length_and_unambiguous() -> None:
     assert fingerprint("ab", "c") != fingerprint("a", "bc")
     with pytest.raises(TypeError):
         fingerprint(1)  # type: ignore[arg-type]
+
+
+def test_any_operation_id_gives_a_key_the_guard_accepts() -> None:
+    assert operation_key("charge", "order 7/a:b") == "charge:v1:order 7/a:b"  # ASCII as is
+    k = operation_key("charge", "caf\u00e9-\u8ba2\u5355")
+    assert check_key(k) == k and k.startswith("charge:v1:caf%C3%A9-")
+    assert operation_key("t", "%C3%A9") != operation_key("t", "\u00e9")  # "%" is encoded too
+    long = operation_key("t", "x" * 5000)
+    assert check_key(long) == long and long != operation_key("t", "x" * 5001)
+    assert long.startswith("t:v1:#") and operation_key("t", "#" * 3) == "t:v1:%23%23%23"
+
+
+def test_gateway_key_is_bounded_whatever_the_client_sends() -> None:
+    user, path = "\u00fc" * 300, "/p/" + "\u00e9" * 2000
+    k = gateway_key(user, path, b"x" * 100_000)
+    assert check_key(k) == k and len(k) <= 239
+    assert k != gateway_key(user, path + "x", b"x" * 100_000)
+    assert k != gateway_key(user + "x", path, b"x" * 100_000)
+    worst = gateway_key("%" * 33, "/" + "%" * 33, b"")  # 99 and 100 encoded: kept readable
+    assert len(worst) <= 239 and "#" not in worst
