@@ -54,8 +54,9 @@ class DemandIntake:
         metrics: counters of reports received, dropped and entries ignored.
         clock: time source of the rate-limited log.
         max_bytes: larger reports are dropped unparsed (``oversized``).
-        max_rate: a count above ``max_rate * interval`` (interval clamped to
-            0.25-0.5 s) is capped to it and counted (``capped``).
+        max_rate: a key's count in one report (the sum, if an entry repeats) above
+            ``max_rate * interval`` (interval clamped to 0.25-0.5 s) is capped to it
+            and counted (``capped``).
         max_pending: entries queued at most; reports beyond it are dropped
             (``overflow``) until the loop catches up.
         drain_entries: entries handed over per :meth:`drain` at most.
@@ -139,14 +140,18 @@ class DemandIntake:
         self.metrics.demand_reports.inc()
         interval = min(MAX_INTERVAL, max(MIN_INTERVAL, report.interval_ms / 1000.0))
         cap = max(1, int(self.max_rate * interval))
+        # A key listed twice is one key: its counts add up before the cap, so repeating
+        # an entry cannot multiply what one report may claim.
+        per_key: dict[tuple[int, bytes], int] = {}
+        for e in report.entries:
+            per_key[e.db, e.key] = per_key.get((e.db, e.key), 0) + e.n
         by_db: dict[int, tuple[list[bytes], list[int]]] = {}
         capped = 0
-        for e in report.entries:
-            n = e.n
+        for (db, key), n in per_key.items():
             if n > cap:
                 n, capped = cap, capped + 1
-            keys, counts = by_db.setdefault(e.db, ([], []))
-            keys.append(e.key)
+            keys, counts = by_db.setdefault(db, ([], []))
+            keys.append(key)
             counts.append(n)
         if capped:
             self.metrics.demand_ignored.labels(reason="capped").inc(capped)
@@ -158,13 +163,13 @@ class DemandIntake:
                 cap,
             )
         with self._lock:
-            if self._pending + len(report.entries) > self.max_pending:
+            if self._pending + len(per_key) > self.max_pending:
                 overflow = True
             else:
                 overflow = False
                 for db, (keys, counts) in by_db.items():
                     self._queue.append((db, keys, counts))
-                self._pending += len(report.entries)
+                self._pending += len(per_key)
         if overflow:
             return self._drop("overflow", "demand intake full (%d entries pending)", self._pending)
         return True

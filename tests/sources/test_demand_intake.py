@@ -44,6 +44,15 @@ def test_feed_groups_by_db_caps_absurd_counts_and_drains_in_bounded_steps() -> N
     assert sample(m, "hotkeyd_demand_entries_ignored_total", reason="not_hot") == 2
 
 
+def test_a_key_repeated_in_one_report_is_capped_once_not_per_entry() -> None:
+    m = Metrics()
+    intake = DemandIntake("redis://127.0.0.1:1", NS, "d1", metrics=m, max_rate=1000)
+    forged = [(b"hot", 250, 0)] * 997 + [(b"hot", 7, 2)]  # 997 x the cap for one key
+    assert intake.feed(report(*forged, (b"other", 3, 0), (b"other", 4, 0)))
+    assert intake.drain() == [(0, [b"hot", b"other"], [250, 7]), (2, [b"hot"], [7])]
+    assert sample(m, "hotkeyd_demand_entries_ignored_total", reason="capped") == 1
+
+
 def test_bad_reports_and_overflow_are_counted_by_reason() -> None:
     m = Metrics()
     intake = DemandIntake("redis://127.0.0.1:1", NS, "d1", metrics=m, max_pending=3)
@@ -84,3 +93,10 @@ def test_subscribes_to_its_own_channel_and_reconnects(redis_server: RedisServer)
         assert "unreachable" in down.error.lower()  # type: ignore[union-attr]
     finally:
         down.close()
+
+
+def test_pending_counts_what_is_queued_so_repeats_do_not_fill_the_queue() -> None:
+    intake = DemandIntake("redis://127.0.0.1:1", NS, "d1", metrics=Metrics(), max_pending=3)
+    for _ in range(10):  # 3 entries, 1 key each time: queued, drained, nothing left over
+        assert intake.feed(report((b"a", 1, 0), (b"a", 1, 0), (b"a", 1, 0)))
+        assert intake.drain() == [(0, [b"a"], [3])]
