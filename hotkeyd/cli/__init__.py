@@ -131,7 +131,20 @@ def top(
     type=click.IntRange(min=0),
     help="Exit after this many messages (0 = forever).",
 )
-def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, count: int) -> None:
+@click.option(
+    "--sharded-pubsub",
+    is_flag=True,
+    envvar="HOTKEYD_SHARDED_PUBSUB",
+    help="SSUBSCRIBE: the daemon runs with --sharded-pubsub.",
+)
+def watch(
+    redis_url: str,
+    namespace: str,
+    channel: str | None,
+    as_json: bool,
+    count: int,
+    sharded_pubsub: bool,
+) -> None:
     """Subscribe to the events channel and print hot/cool events as they arrive.
 
     A lost connection is reported on stderr and re-established with backoff; events
@@ -159,7 +172,15 @@ def watch(redis_url: str, namespace: str, channel: str | None, as_json: bool, co
         client = connect(redis_url, check=False)
         try:
             notice = lambda line: click.echo(f"! {line}", err=True)  # noqa: E731
-            follow_channel(client, channel_name, show, count=count, notice=notice, where=redis_url)
+            follow_channel(
+                client,
+                channel_name,
+                show,
+                count=count,
+                notice=notice,
+                where=redis_url,
+                sharded=sharded_pubsub,
+            )
         finally:
             client.close()
         return 0

@@ -7,7 +7,8 @@ reconnect a watcher reports the gap and carries on; ``hotkeyd top`` shows the st
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import redis
 import redis.exceptions as rexc
@@ -30,6 +31,7 @@ def follow_channel(
     backoff: Backoff | None = None,
     sleep: Callable[[float], None] = time.sleep,
     where: str = "",
+    sharded: bool = False,
 ) -> int:
     """Call ``on_data`` with each message payload; return how many were seen.
 
@@ -37,6 +39,7 @@ def follow_channel(
     the first subscribe is retried with ``backoff`` (``notice`` hears about it, and
     about the reconnect); each attempt closes the previous pub/sub connection.
     ``where`` (a Redis URL; passwords are masked) names the server in messages.
+    ``sharded`` follows a sharded channel (SSUBSCRIBE; ``--sharded-pubsub`` daemons).
 
     Raises:
         UnreachableError, PublishError: the first connection failed, or Redis
@@ -47,12 +50,15 @@ def follow_channel(
     while True:
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
-            pubsub.subscribe(channel)
+            if sharded:
+                pubsub.ssubscribe(channel)
+            else:
+                pubsub.subscribe(channel)
             if connected_once:
                 notice(f"reconnected to {redact_url(where) or 'Redis'}")
             connected_once = True
             backoff.reset()
-            for raw in pubsub.listen():
+            for raw in _messages(pubsub, sharded):
                 data = raw.get("data")
                 if isinstance(data, (bytes, str)):
                     on_data(data)
@@ -69,3 +75,14 @@ def follow_channel(
             raise translate_redis_error(exc, where) from exc
         finally:
             pubsub.close()
+
+
+def _messages(pubsub: Any, sharded: bool) -> Iterator[dict[str, Any]]:
+    """Messages as they arrive (a cluster's sharded pub/sub has no ``listen()``)."""
+    if not (sharded and hasattr(pubsub, "get_sharded_message")):
+        yield from pubsub.listen()
+        return
+    while True:
+        m = pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=1.0)
+        if m is not None:
+            yield m

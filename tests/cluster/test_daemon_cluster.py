@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import pytest
 import redis
 from redis.cluster import RedisCluster
@@ -46,6 +50,12 @@ def test_sharded_pubsub_reaches_ssubscribers(
     ps = rc.pubsub()
     ps.ssubscribe(ns.channel)
     got: list[Message] = []
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "hotkeyd", "watch", "--redis-url", redis_cluster.nodes[2].url,
+         "--namespace", ns.prefix, "--sharded-pubsub", "--json", "--count", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.0)  # let watch subscribe
     try:
         with Daemon("--redis-url", redis_cluster.url, "--namespace", ns.prefix,
                     "--sharded-pubsub") as d:  # fmt: skip
@@ -57,10 +67,16 @@ def test_sharded_pubsub_reaches_ssubscribers(
                 if any(h.key == b"item:sharded" for g in got for h in g.hot):
                     break
             assert d.stop() == 0
+        out, err = watch.communicate(timeout=20)
     finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
         ps.close()
         rc.close()
     assert any(h.key == b"item:sharded" for g in got for h in g.hot)
+    assert watch.returncode == 0, err
+    assert Message.loads(out.splitlines()[0]).instance  # `hotkeyd watch` saw it too
 
 
 def test_plain_client_on_a_cluster_node_fails_with_the_real_cause(
