@@ -35,7 +35,10 @@ Query parameters (all optional):
                        file (kept out of the URL and the command line)
 ``ssl_check_hostname`` ``true`` (default) or ``false``
 ``session_timeout_ms`` / ``heartbeat_interval_ms`` / ``max_poll_interval_ms`` /
-``max_poll_records``   consumer group tuning
+``max_poll_records``   consumer group tuning (defaults 6000 / 1000 / 300000 / 2000)
+``group_instance_id``  static membership: a member restarted under the same id within
+                       ``session_timeout_ms`` gets its partitions back without a rebalance
+                       (a crashed one is replaced only after the session timeout)
 =====================  =====================================================================
 """
 
@@ -68,6 +71,7 @@ _INT_PARAMS = (
 )
 _STR_PARAMS = (
     "client_id",
+    "group_instance_id",
     "sasl_username",
     "sasl_password",
     "ssl_cafile",
@@ -116,8 +120,12 @@ class KafkaSettings:
     ssl_keyfile: str | None = None
     ssl_password: str | None = field(default=None, repr=False)
     ssl_check_hostname: bool = True
-    session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 3_000
+    # Failover: a crashed member's partitions move after session_timeout_ms (6 s, the
+    # brokers' default group.min.session.timeout.ms) plus a rebalance; heartbeats every
+    # second keep a live member from being mistaken for a dead one under load.
+    session_timeout_ms: int = 6_000
+    heartbeat_interval_ms: int = 1_000
+    group_instance_id: str | None = None  # static membership (KIP-345)
     max_poll_interval_ms: int = 300_000
     max_poll_records: int = 2_000
 
@@ -187,6 +195,7 @@ class KafkaSettings:
             "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "max_poll_interval_ms": self.max_poll_interval_ms,
             "max_poll_records": self.max_poll_records,
+            **({"group_instance_id": self.group_instance_id} if self.group_instance_id else {}),
             "fetch_max_wait_ms": 100,
             "retry_backoff_ms": 200,
             "reconnect_backoff_ms": 200,
