@@ -4,6 +4,7 @@ measures how long until the other one announces it: what clients see as "not hot
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -111,3 +112,30 @@ def test_group_member_sigkill_takeover_time(
             finally:
                 sub.stop()
                 r.close()
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_sigterm_with_the_broker_frozen_finishes_in_time(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    """SIGSTOP the broker (its sockets stay open, nothing answers), then SIGTERM the daemon:
+    leaving the group and the final commit cannot complete, yet the daemon exits within
+    systemd's 15 s stop timeout (it took 30 s)."""
+    topic = f"acc-{unique}"
+    admin = kafka_python().admin.KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    admin.create_topics([kafka_python().admin.NewTopic(topic, 2, 1)])
+    admin.close()
+    src = f"kafka://{kafka_broker.bootstrap}/{topic}?group=g-{unique}&format=key"
+    with Daemon("-s", src, "--shutdown-timeout", "5") as d, Producer(kafka_broker.bootstrap, topic):
+        seconds_until(lambda: d.metric("hotkeyd_source_events_total") > 500, 60)
+        assert kafka_broker.proc is not None
+        kafka_broker.proc.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            code = d.stop(timeout=30)
+            took = time.monotonic() - t0
+        finally:
+            kafka_broker.proc.send_signal(signal.SIGCONT)
+    print(f"\nSIGTERM with the broker frozen: exited {code} after {took:.1f} s")
+    assert took < 15.0
