@@ -26,11 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hotkeyd.client.forksafe import track_fork
 from hotkeyd.client.hotset import HotItem, HotSet, Ident
 from hotkeyd.clock import Clock
 from hotkeyd.demand import (
@@ -140,6 +143,13 @@ class DemandCounter:
         self._last = fresh
         return [self.message(inst, entries) for inst, entries in per.items()]
 
+    def rebase(self, app: str) -> None:
+        """Start over as app instance ``app`` (a forked child): from the counters as they
+        are now, so reads served before the fork are reported by the parent alone."""
+        self.app = app
+        self.next_seq = 1
+        self._last = {key: (item, item.served) for key, item in list(self._items.items())}
+
     def message(self, instance: str, entries: list[DemandEntry]) -> Outgoing:
         """One bounded report of ``entries`` (reads per key) for daemon ``instance``."""
         for i, e in enumerate(entries):
@@ -193,6 +203,7 @@ class DemandReporter:
         self._stop = threading.Event()
         self._lock = threading.Lock()  # one flush at a time (thread vs explicit flush())
         self._thread: threading.Thread | None = None
+        track_fork(self)
 
     @property
     def stats(self) -> DemandStats:
@@ -202,6 +213,18 @@ class DemandReporter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="hotkeyd-demand", daemon=True)
             self._thread.start()
+
+    def after_fork_in_child(self) -> None:
+        """Called in a forked child (gunicorn ``--preload``): the thread stayed in the
+        parent, and the child's local reads must be reported by the child, as an app
+        instance of its own."""
+        running = self._thread is not None and not self._stop.is_set()
+        self._thread = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.counter.rebase(f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        if running:
+            self.start()
 
     def flush(self) -> int:
         """Report now; returns the messages sent."""

@@ -131,6 +131,7 @@ def app(environ, start_response):
         "hot": b"hot:item" in cache.hotset,
         "hits": cache.stats.hits,
         "subscriber": any(t.name == "hotkeyd-subscriber" for t in threading.enumerate()),
+        "reported": cache.demand_stats.accesses if cache.demand_stats else -1,
     }).encode()
     start_response("200 OK", [("Content-Type", "application/json"), ("Connection", "close")])
     return [body]
@@ -162,13 +163,14 @@ def test_gunicorn_preload_workers_both_serve_the_hot_key_locally(
                     doc = json.loads(resp.read())
                 workers[doc["pid"]] = doc
                 if len(workers) == 2 and all(
-                    w["hot"] and int(w["hits"]) > 0 for w in workers.values()
+                    w["hot"] and int(w["hits"]) > 0 and w["reported"] > 0 for w in workers.values()
                 ):
                     break
         assert len(workers) == 2, workers
         for w in workers.values():
             assert w["subscriber"] and w["hot"] and w["value"] == "v1", w
             assert int(w["hits"]) > 0, w
+            assert w["reported"] > 0, w  # each worker reports what it served (demand reports)
     finally:
         gunicorn.terminate()
         _, err = gunicorn.communicate(timeout=20)

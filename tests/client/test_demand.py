@@ -69,6 +69,20 @@ def test_a_key_that_turns_hot_again_starts_from_zero() -> None:
     assert sum(n for _, _, n in c.take()) == 3
 
 
+def test_a_forked_child_reports_only_its_own_reads_as_another_app() -> None:
+    hs = HotSet(ManualClock())
+    hs.apply(hot("d1", 1, b"a"), force=True)
+    c = DemandCounter(hs, "parent", NS, ManualClock())
+    hs.items[b"a"].served += 5
+    assert c.take() and c.next_seq == 2
+    hs.items[b"a"].served += 7  # served by the parent, not yet reported when it forks
+    c.rebase("child")
+    assert c.take() == []  # the parent reports those 7, not the child
+    hs.items[b"a"].served += 2
+    (got,) = reports(c).values()
+    assert (got.app, got.seq, [e.n for e in got.entries]) == ("child", 1, [2])
+
+
 def test_reports_are_bounded_heaviest_kept() -> None:
     hs = HotSet(ManualClock())
     hs.apply(hot("d1", 1, *[f"k{i}".encode() for i in range(1500)]), force=True)
