@@ -19,7 +19,7 @@ import redis
 from hotkeyd.auth import MessageAuth
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.snapshots import afetch_snapshots
-from hotkeyd.client.subscriber import SubscriberCore
+from hotkeyd.client.subscriber import Liveness, SubscriberCore
 from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import AnyAsyncRedis, AsyncRedisCluster, dedicated_client
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
@@ -53,6 +53,7 @@ class AsyncSubscriber(SubscriberCore):
         resync_interval: float | None = 60.0,
         auth: MessageAuth | None = None,
         daemon_db: int = 0,
+        health_interval: float | None = 5.0,
     ) -> None:
         super().__init__(
             hotset,
@@ -63,6 +64,7 @@ class AsyncSubscriber(SubscriberCore):
             expire_interval=expire_interval,
             resync_interval=resync_interval,
             auth=auth,
+            health_interval=health_interval,
         )
         self.client = client
         self.daemon_db = daemon_db
@@ -207,8 +209,11 @@ class AsyncSubscriber(SubscriberCore):
         if self.resync_interval:
             next_resync += self.resync_interval
         events = self.namespace.channel
+        live = Liveness(self.health_interval, can_ping=not self.namespace.sharded)
         while not self._stopping:
             m = await self._get(ps, 0.05)
+            if live.after(m is not None):
+                await ps.ping()
             if m is not None:
                 ch = m["channel"]
                 ch = ch.decode("utf-8", "replace") if isinstance(ch, bytes) else ch

@@ -251,6 +251,39 @@ class SubscriberCore:
             self.stats.stale += 1
 
 
+class Liveness:
+    """When to PING a silent subscription, and when the missing PONG means it is dead.
+
+    A half-open connection (a NAT or proxy that dropped it without a reset) looks like a
+    quiet channel forever; after ``interval`` seconds without a message the subscriber
+    sends PING, and no reply within ``interval`` more raises ``ConnectionError`` (the
+    loop reconnects). I/O-free, shared by the thread and asyncio subscribers; real
+    time, not the TTL clock.
+    """
+
+    def __init__(self, interval: float | None, *, can_ping: bool = True) -> None:
+        self.interval = interval if can_ping else None
+        self._heard = time.monotonic()
+        self._pinged: float | None = None
+
+    def after(self, got_message: bool) -> bool:
+        """Call after each read; True means: send PING now."""
+        if not self.interval:
+            return False
+        t = time.monotonic()
+        if got_message:
+            self._heard, self._pinged = t, None
+        elif self._pinged is not None:
+            if t - self._pinged > self.interval:
+                raise redis.ConnectionError(
+                    f"no PONG within {self.interval:g} s: connection half-open?"
+                )
+        elif t - self._heard > self.interval:
+            self._pinged = t
+            return True
+        return False
+
+
 def _can_ping(ps: Any) -> bool:
     """Plain pub/sub answers PING with a pong message; a cluster's sharded one may not."""
     return not getattr(ps, "_sharded", False) and callable(getattr(ps, "ping", None))
@@ -470,23 +503,11 @@ class Subscriber(SubscriberCore):
         if self.resync_interval:
             next_resync += self.resync_interval
         events = self.namespace.channel
-        heard = ping_sent = time.monotonic()  # I/O timeouts: real time, not the TTL clock
-        pinging = False
+        live = Liveness(self.health_interval, can_ping=_can_ping(ps))
         while not self._stop.is_set():
             m = self._get(ps, 0.05)
-            if self.health_interval:
-                t = time.monotonic()
-                if m is not None:
-                    heard, pinging = t, False
-                elif pinging and t - ping_sent > self.health_interval:
-                    # A half-open connection (a NAT or proxy that dropped it silently)
-                    # would otherwise look like a quiet channel forever.
-                    raise redis.ConnectionError(
-                        f"no PONG within {self.health_interval:g} s: connection half-open?"
-                    )
-                elif not pinging and t - heard > self.health_interval and _can_ping(ps):
-                    ps.ping()
-                    ping_sent, pinging = t, True
+            if live.after(m is not None):
+                ps.ping()
             if m is not None:
                 kind = m["type"]
                 if kind == self.message_type:

@@ -55,3 +55,42 @@ def test_half_open_subscription_is_detected_and_replaced(
         finally:
             sub.stop()
             r.close()
+
+
+def test_half_open_async_subscription_is_detected(redis_server: RedisServer, unique: str) -> None:
+    """The asyncio subscriber notices the same way (shared Liveness)."""
+    import asyncio
+
+    import redis.asyncio as aredis
+
+    from hotkeyd.client.aio import AsyncSubscriber
+
+    async def main() -> tuple[float, int]:
+        with FreezableProxy(redis_server.port) as proxy:
+            r = aredis.Redis.from_url(proxy.url(), socket_timeout=3.0, socket_connect_timeout=3.0)
+            sub = AsyncSubscriber(
+                r,
+                namespace=Namespace(prefix=f"hk-{unique}"),
+                backoff=(0.05, 0.5),
+                health_interval=1.0,
+            )
+            await sub.start()
+            try:
+                assert await sub.wait_ready(10)
+                proxy.freeze()
+                t0 = asyncio.get_running_loop().time()
+                while sub.connected:
+                    assert asyncio.get_running_loop().time() - t0 < 15
+                    await asyncio.sleep(0.05)
+                noticed = asyncio.get_running_loop().time() - t0
+                proxy.thaw()
+                while not (sub.connected and sub.stats.reconnects >= 1):
+                    assert asyncio.get_running_loop().time() - t0 < 30
+                    await asyncio.sleep(0.05)
+                return noticed, sub.stats.reconnects
+            finally:
+                await sub.stop()
+                await r.aclose()
+
+    noticed, reconnects = asyncio.run(main())
+    assert noticed < 6.0 and reconnects >= 1
