@@ -85,7 +85,7 @@ test-node:          ## the TypeScript client (clients/node): build, tests, the c
 
 # C files formatted with .clang-format so far (the sketch bindings join once their
 # rewrite has landed; add them here and in .pre-commit-config.yaml).
-CLANG_FORMATTED := native/_monitormodule.c
+CLANG_FORMATTED := native/_monitormodule.c native/_tracemodule.c
 
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks examples

@@ -34,8 +34,6 @@ class Batch:
             written, with ``write_counts``; all other accesses count as reads.
         db: Redis logical database the keys belong to (MONITOR); 0 otherwise.
         source: label of the source, for metrics.
-        lane: the part of the source with its own event time (a Kafka partition,
-            ``topic[partition]``), or None: one lane for the whole source.
     """
 
     lines: bytes | bytearray | memoryview | None = None
@@ -48,4 +46,3 @@ class Batch:
     write_counts: Sequence[int] | None = None
     db: int = 0
     source: str = ""
-    lane: str | None = None

@@ -581,6 +581,7 @@ class ListSource:
 
     def __init__(self, batches: Iterable[Batch], name: str = "list") -> None:
         self.name = name
+        self.reports_idle = False
         self._todo = list(batches)
         self.handed = 0
         self.committed = 0

@@ -22,8 +22,10 @@ static int parse_line(const char *p, const char *end, double *ts, const char **k
                       Py_ssize_t *klen, unsigned long long *count, const char **cdigits,
                       Py_ssize_t *cdlen) {
     const char *q = p;
-    while (q < end && !is_sep(*q)) q++;
-    if (q == p || q >= end || q - p > 63) return 0;
+    while (q < end && !is_sep(*q))
+        q++;
+    if (q == p || q >= end || q - p > 63)
+        return 0;
     for (const char *v = p; v < q; v++) {
         if (!((*v >= '0' && *v <= '9') || *v == '.' || *v == 'e' || *v == 'E' || *v == '+' ||
               *v == '-'))
@@ -31,7 +33,8 @@ static int parse_line(const char *p, const char *end, double *ts, const char **k
     }
     double t = 0.0;
     const char *c = p;
-    while (c < q && *c >= '0' && *c <= '9' && c - p < 15) t = t * 10.0 + (*c++ - '0');
+    while (c < q && *c >= '0' && *c <= '9' && c - p < 15)
+        t = t * 10.0 + (*c++ - '0');
     if (c < q && *c == '.' && c > p && c - p <= 15) { /* the common form: digits.digits */
         c++;
         const char *frac = c;
@@ -40,8 +43,10 @@ static int parse_line(const char *p, const char *end, double *ts, const char **k
             f = f * 10.0 + (*c++ - '0');
             div *= 10.0;
         }
-        if (c == frac) c = p; /* "12." : let strtod decide */
-        else t += f / div;    /* the twin does the same two roundings */
+        if (c == frac)
+            c = p; /* "12." : let strtod decide */
+        else
+            t += f / div; /* the twin does the same two roundings */
     }
     if (c != q || c == p) { /* exponents, signs: the general parser */
         char num[64];
@@ -49,17 +54,24 @@ static int parse_line(const char *p, const char *end, double *ts, const char **k
         num[q - p] = 0;
         char *stop = NULL;
         t = strtod(num, &stop);
-        if (stop == num || *stop != 0) return 0;
+        if (stop == num || *stop != 0)
+            return 0;
     }
-    if (!isfinite(t) || t < 0) return 0;
-    if (t > MS_ABOVE) t /= 1000.0;
-    while (q < end && is_sep(*q)) q++;
+    if (!isfinite(t) || t < 0)
+        return 0;
+    if (t > MS_ABOVE)
+        t /= 1000.0;
+    while (q < end && is_sep(*q))
+        q++;
     const char *k = q;
-    while (q < end && !is_sep(*q)) q++;
-    if (q == k) return 0;
+    while (q < end && !is_sep(*q))
+        q++;
+    if (q == k)
+        return 0;
     *key = k;
     *klen = q - k;
-    while (q < end && is_sep(*q)) q++;
+    while (q < end && is_sep(*q))
+        q++;
     unsigned long long n = 1;
     *cdigits = NULL;
     *cdlen = 0;
@@ -68,13 +80,16 @@ static int parse_line(const char *p, const char *end, double *ts, const char **k
         const char *d = q;
         while (q < end && *q >= '0' && *q <= '9') {
             n = n * 10 + (unsigned long long)(*q - '0');
-            if (n > 0xFFFFFFFFULL) return 0;
+            if (n > 0xFFFFFFFFULL)
+                return 0;
             q++;
         }
         *cdigits = d;
         *cdlen = q - d;
-        while (q < end && is_sep(*q)) q++;
-        if (q == d || q != end || n == 0) return 0;
+        while (q < end && is_sep(*q))
+            q++;
+        if (q == d || q != end || n == 0)
+            return 0;
     }
     *ts = t;
     *count = n;
@@ -89,9 +104,11 @@ typedef struct {
 static int out_put(outbuf *o, const char *s, Py_ssize_t n) {
     if (o->len + n > o->cap) {
         Py_ssize_t cap = o->cap ? o->cap : 4096;
-        while (cap < o->len + n) cap *= 2;
+        while (cap < o->len + n)
+            cap *= 2;
         char *nb = (char *)PyMem_Realloc(o->buf, (size_t)cap);
-        if (!nb) return -1;
+        if (!nb)
+            return -1;
         o->buf = nb;
         o->cap = cap;
     }
@@ -101,9 +118,11 @@ static int out_put(outbuf *o, const char *s, Py_ssize_t n) {
 }
 
 static int flush_segment(PyObject *list, long long index, outbuf *o) {
-    if (o->len == 0) return 0;
+    if (o->len == 0)
+        return 0;
     PyObject *item = Py_BuildValue("(Ly#)", index, o->buf, o->len);
-    if (!item) return -1;
+    if (!item)
+        return -1;
     int rc = PyList_Append(list, item);
     Py_DECREF(item);
     o->len = 0;
@@ -118,7 +137,8 @@ PyDoc_STRVAR(split_ticks_doc,
 static PyObject *split_ticks(PyObject *mod, PyObject *args) {
     Py_buffer view;
     double tick;
-    if (!PyArg_ParseTuple(args, "y*d:split_ticks", &view, &tick)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*d:split_ticks", &view, &tick))
+        return NULL;
     if (!(tick > 0) || !isfinite(tick)) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "tick must be a positive number");
@@ -139,7 +159,8 @@ static PyObject *split_ticks(PyObject *mod, PyObject *args) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
         const char *next = nl ? nl + 1 : end;
-        if (le > p && le[-1] == '\r') le--;
+        if (le > p && le[-1] == '\r')
+            le--;
         if (le == p) {
             p = next;
             continue;
@@ -157,7 +178,8 @@ static PyObject *split_ticks(PyObject *mod, PyObject *args) {
         }
         long long index = (long long)floor(ts / tick + 1e-9);
         if (have && index != cur) {
-            if (flush_segment(segments, cur, &o) < 0) goto fail;
+            if (flush_segment(segments, cur, &o) < 0)
+                goto fail;
         }
         cur = index;
         have = 1;
@@ -172,7 +194,8 @@ static PyObject *split_ticks(PyObject *mod, PyObject *args) {
         events += count;
         p = next;
     }
-    if (have && flush_segment(segments, cur, &o) < 0) goto fail;
+    if (have && flush_segment(segments, cur, &o) < 0)
+        goto fail;
     PyMem_Free(o.buf);
     PyBuffer_Release(&view);
     return Py_BuildValue("(NKK)", segments, events, malformed);
@@ -189,8 +212,15 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef moddef = {
-    PyModuleDef_HEAD_INIT, "_trace", "Fast path of hotkeyd replay (see _trace_py).", -1, methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "_trace",
+    "Fast path of hotkeyd replay (see _trace_py).",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__trace(void) { return PyModule_Create(&moddef); }

@@ -134,7 +134,6 @@ class Service:
                 clock=self.clock,
             )
         self._lane_names = _lane_names(self.sources)
-        self._source_lanes: list[set[str]] = [set() for _ in self.sources]
         self.history = self._make_history()
         self.state = ServiceState()
         # What other threads (HTTP, demo view) read: replaced whole at each tick, never
@@ -347,22 +346,17 @@ class Service:
         got = 0
         share = max_wait / len(live)
         for src in live:
-            i = self.sources.index(src)
-            name = self._lane_names[i]
+            lane = self._lane_names[self.sources.index(src)]
             batches = src.next_batch(share)
             for batch in batches:
-                part = batch.lane
-                lane = name if part is None else f"{name}/{part}"
-                self._source_lanes[i].add(lane)
-                result = self.detector.ingest(batch, lane=lane)
+                result = self.detector.ingest(batch, lane=lane, hinted=src.reports_idle)
                 got += 1
                 self.metrics.events.labels(source=batch.source or src.name).inc(result.events)
             if batches:
                 src.commit()
             wm = src.idle_watermark()
             if wm is not None:
-                for lane in self._source_lanes[i]:
-                    self.detector.advance(lane, wm)
+                self.detector.advance(lane, wm)
         return got
 
     def _ingest_demand(self) -> None:

@@ -61,7 +61,7 @@ logger = logging.getLogger(__name__)
 WRITE_SHARE = 0.9  # write fraction at or above which a hot key is "write"
 READ_SHARE = 0.1  # write fraction at or below which a hot key is "read"
 _PROCESSING = ""  # name of the shared processing-time lane
-IDLE_TICKS = 2  # an on-time lane without hints follows the wall clock after this many quiet ticks
+IDLE_TICKS = 1  # an on-time lane without hints follows the wall clock after this many quiet ticks
 
 
 class _Maker(Protocol):
@@ -154,7 +154,7 @@ class Detector:
         self._t0 = clock.monotonic()
         self._pcur = 0  # open processing-time sub-window (counted even without a lane)
         self._lanes: dict[str, Lane] = {}
-        self._eval_now = clock.time()  # event time of the last evaluation (never goes back)
+        self._eval_now = 0.0  # event time of the last evaluation (never goes back)
         self._as_of = self._eval_now
         self._steps = 0  # event-lane sub-windows closed since the last tick()
         self._pending: list[tuple[list[HotKey], list[HotKey], list[tuple[HotKey, str]]]] = []
@@ -261,11 +261,13 @@ class Detector:
         self._advance_event_lane(lane, min(watermark, self._clock.time()))
 
     # -- ingest -------------------------------------------------------------------------
-    def ingest(self, batch: Batch, lane: str | None = None) -> IngestResult:
+    def ingest(self, batch: Batch, lane: str | None = None, hinted: bool = False) -> IngestResult:
         """Count one batch into its sub-window (one sketch call on the fast path).
 
         ``lane`` names the source's lane (default ``batch.source``); the service gives
-        two sources of one kind different names so their windows stay apart.
+        two sources of one kind different names so their windows stay apart. ``hinted``:
+        the source reports when it is caught up (:meth:`advance`), so its lane never
+        follows the wall clock on its own (a paused consumer is not a quiet one).
         """
         source = batch.source or "unknown"
         name = lane if lane is not None else source
@@ -287,6 +289,7 @@ class Detector:
             wall = self._clock.time()
             ts = min(float(ts), wall)  # clock skew: the future is now
             target = self._event_lane(name, ts)
+            target.hinted = target.hinted or hinted
             target.last_batch_wall = wall
             floor_ts = wall - self.config.max_lag
             if target.watermark < floor_ts:
@@ -456,7 +459,7 @@ class Detector:
     def _follow_wall(self, wall: float) -> None:
         """Event lanes that went quiet follow the wall clock; none lags past max_lag."""
         floor_ts = wall - self.config.max_lag
-        grace = IDLE_TICKS * self._tick
+        quiet = IDLE_TICKS * self._tick
         for lane in list(self._lanes.values()):
             if not lane.event:
                 continue
@@ -465,9 +468,9 @@ class Detector:
             elif (
                 not lane.hinted
                 and lane.lag_at_batch <= self.config.window
-                and wall - lane.last_batch_wall >= grace
+                and wall - lane.last_batch_wall >= quiet - EPS * self._tick
             ):
-                self._advance_event_lane(lane, wall - lane.lag_at_batch - grace)
+                self._advance_event_lane(lane, wall - lane.lag_at_batch)
 
     def tick(self) -> TickResult:
         """Close the sub-windows due by now (catching up if late) and evaluate once.
@@ -560,14 +563,17 @@ class Detector:
                 if v:
                     sums[k] += v
         rates = {k: v * inv for k, v in sums.items() if v > 0 or k in self._hot}
-        tr = self._hot.evaluate(rates, self._rule_of(rules), now, now, rules.min_threshold)
+        # Cool-downs run on the evaluation clock (never backwards); ``since`` and the
+        # transitions carry the event time of the lane whose step triggered this evaluation.
+        at = min(at, now)
+        tr = self._hot.evaluate(rates, self._rule_of(rules), now, at, rules.min_threshold)
         self._last = rates
         if tr.new or tr.cooled or tr.still:
             self._pending.append((tr.new, tr.still, tr.cooled))
         for hk in tr.new:
-            self._transitions.append(self._transition("hot", hk, "hot", now))
+            self._transitions.append(self._transition("hot", hk, "hot", at))
         for hk, reason in tr.cooled:
-            self._transitions.append(self._transition("cool", hk, reason, now))
+            self._transitions.append(self._transition("cool", hk, reason, at))
         if tr.new or tr.cooled:
             logger.debug(
                 "eval: %d new hot, %d cooled, %d hot", len(tr.new), len(tr.cooled), len(self._hot)

@@ -16,10 +16,10 @@ Watermark of an event-time lane (seconds, Unix time):
 - or a hint from the source that it is caught up (``Source.idle_watermark``): nothing
   older than the hint is still to come. A lane that has received a hint waits for hints
   when its data stops (a paused consumer is not mistaken for a quiet one);
-- otherwise, when a lane that was on time (lag under one window) receives nothing for two
-  ticks of wall time, its watermark follows the wall clock (minus the lag it had and those
-  two ticks), so the last sub-window of a source that went quiet is rated and its hot keys
-  cool down;
+- otherwise, when a lane that was on time (lag under one window) receives nothing for a
+  tick of wall time, its watermark follows the wall clock (minus the lag it had), so the
+  last sub-window of a source that went quiet is rated and its hot keys cool down (a
+  straggler that comes later still lands in its sub-window while that is in the window);
 - never older than ``now - max_lag``: a source further behind fast-forwards, and events
   older than that are skipped and counted (``hotkeyd_source_skipped_events_total``).
 """

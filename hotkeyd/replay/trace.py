@@ -89,23 +89,33 @@ def read_trace(
     if first == b"{":
         yield from _json_lines(head, f, tick, stats, ts_field, start, end, source)
         return
-    carry = b""
-    buf = head
-    while buf:
-        data = carry + buf
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            carry = data
-        else:
-            carry = data[cut:]
-            yield from _segments(data[:cut], tick, stats, start, end, source)
-        buf = f.read(_CHUNK)
-    if carry:
-        yield from _segments(carry, tick, stats, start, end, source)
+    # One reusable buffer: the partial last line moves to the front, no chunk is copied.
+    buf = bytearray(_CHUNK * 2)
+    view = memoryview(buf)
+    have = len(head)
+    buf[:have] = head
+    while True:
+        cut = buf.rfind(b"\n", 0, have) + 1
+        if cut:
+            yield from _segments(view[:cut], tick, stats, start, end, source)
+            rest = have - cut
+            buf[:rest] = view[cut:have]
+            have = rest
+        if have == len(buf):  # one line longer than the buffer: grow it
+            view.release()
+            buf.extend(bytes(len(buf)))
+            view = memoryview(buf)
+        n = f.readinto(view[have:])  # type: ignore[attr-defined]  # files, stdin, BytesIO
+        if not n:
+            break
+        have += n
+    if have:
+        yield from _segments(bytes(view[:have]), tick, stats, start, end, source)
+    view.release()
 
 
 def _segments(
-    data: bytes, tick: float, stats: TraceStats, start: float | None, end: float | None, source: str
+    data: Any, tick: float, stats: TraceStats, start: float | None, end: float | None, source: str
 ) -> Iterator[Batch]:
     segments, events, malformed = split_ticks(data, tick)
     stats.malformed += malformed

@@ -29,6 +29,11 @@ class Source(Protocol):
     """
 
     name: str
+    reports_idle: bool
+    """Whether :meth:`idle_watermark` reports "caught up" (Kafka). The detector then moves
+    the source's event time only with its data and those reports, so a paused consumer is
+    not mistaken for a quiet one; other event-time sources follow the wall clock when
+    quiet."""
 
     def start(self) -> None:
         """Open connections / threads. May raise SourceError with a clear message."""

@@ -74,6 +74,7 @@ class StreamSource:
     ) -> None:
         self.path = path
         self.name = "stdin" if path == "-" else "file"
+        self.reports_idle = False
         self.counted = counted
         self.follow = follow and path != "-" and stream is None
         self.max_line = max_line

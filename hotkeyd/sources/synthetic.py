@@ -55,6 +55,7 @@ class SyntheticSource:
     """
 
     name = "synthetic"
+    reports_idle = False
 
     def __init__(
         self,

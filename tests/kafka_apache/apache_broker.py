@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import IO
 
 from hotkeyd.testing import free_port, wait_for_port
 
@@ -39,6 +40,7 @@ class ApacheKafka:
         self.controller_port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="hotkeyd-apache-kafka-"))
         self.proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -78,6 +80,7 @@ class ApacheKafka:
                     "group.initial.rebalance.delay.ms=0",
                     "auto.create.topics.enable=false",
                     "log.message.timestamp.type=CreateTime",
+                    "log.retention.ms=-1",  # replay tests write records stamped in 2025
                     "",
                 ]
             )
@@ -96,10 +99,9 @@ class ApacheKafka:
             capture_output=True,
             timeout=120,
         )
+        self._stderr = open(self.dir / "stderr.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(props)),
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.dir / "stderr.log", "wb"),  # noqa: SIM115
+            self._java("kafka.Kafka", str(props)), stdout=subprocess.DEVNULL, stderr=self._stderr
         )
         try:
             wait_for_port(self.port, timeout=90)
@@ -136,6 +138,9 @@ class ApacheKafka:
                 self.proc.kill()
                 self.proc.wait(5)
             self.proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> ApacheKafka:

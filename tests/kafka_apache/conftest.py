@@ -27,6 +27,8 @@ with warnings.catch_warnings():
     import kafka.producer  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "kafka"))  # kafka_testutil: shared helpers
+sys.path.insert(0, str(Path(__file__).parents[1]))  # service.daemon, replay.trace_gen
 
 from apache_broker import ApacheKafka, jars_present
 

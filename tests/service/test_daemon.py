@@ -501,6 +501,7 @@ def test_a_source_failing_at_start_leaves_no_live_snapshot(redis_server: RedisSe
         error = None
         connected = True
         unhealthy = None
+        reports_idle = False
 
         def idle_watermark(self) -> None:
             return None

@@ -24,6 +24,7 @@ class _OneBurstThenStop:
     error = None
     connected = True
     unhealthy = None
+    reports_idle = False
 
     def idle_watermark(self) -> None:
         return None

@@ -85,14 +85,18 @@ class Pacer:
         return last
 
     # -- fast-forward ---------------------------------------------------------------------
-    def fast_forward(self, consumer: Any, newest: dict[Any, int], wall: float) -> None:
-        """Seek partitions whose newest record (ms) is older than ``max_lag`` ahead."""
+    def fast_forward(self, consumer: Any, newest: dict[Any, int], wall: float) -> list[Any]:
+        """Seek partitions whose newest record (ms) is older than ``max_lag`` ahead.
+
+        Returns the partitions moved (records fetched before the seek are stale).
+        """
+        moved: list[Any] = []
         if self.max_lag is None:
-            return
+            return moved
         floor_ms = (wall - self.max_lag) * 1000
         behind = [tp for tp, ts in newest.items() if ts < floor_ms]
         if not behind:
-            return
+            return moved
         target = int((wall - self.max_lag / 2) * 1000)
         found = consumer.offsets_for_times({tp: target for tp in behind})
         for tp in behind:
@@ -106,6 +110,7 @@ class Pacer:
             if new is None or pos is None or new <= pos:
                 continue
             consumer.seek(tp, new)
+            moved.append(tp)
             skipped = new - pos
             self._skipped += skipped
             self._metrics.skipped_events.labels(source=self.source, reason="max_lag_records").inc(
@@ -119,6 +124,7 @@ class Pacer:
                 skipped,
                 new,
             )
+        return moved
 
     def update_shed(self) -> float:
         """Fold the last interval's read and skipped records into the shed fraction."""

@@ -44,6 +44,7 @@ from hotkeyd.metrics import Metrics
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sources.kafka.dlq import DeadLetters
 from hotkeyd.sources.kafka.lag import LagProbe
+from hotkeyd.sources.kafka.merge import TimeMerge
 from hotkeyd.sources.kafka.pace import Pacer
 
 __all__ = ["KafkaSource"]
@@ -86,6 +87,7 @@ class KafkaSource:
     """
 
     name = "kafka"
+    reports_idle = True
 
     def __init__(
         self,
@@ -128,6 +130,8 @@ class KafkaSource:
             else None
         )
         self._pacer = Pacer(self.name, metrics, max_lag=max_lag)
+        self._merge = TimeMerge()
+        self._held = 0  # records the time merge holds (read by idle_watermark)
         self._fetched: dict[Any, int] = {}
         self._highwater: dict[Any, int] = {}  # tp -> high watermark of the last fetch
         self._lag_at = 0.0
@@ -189,7 +193,7 @@ class KafkaSource:
     def idle_watermark(self) -> float | None:
         """Wall time up to which every record has been handed out, when caught up."""
         with self._cond:
-            if self._queue:
+            if self._queue or self._held:
                 return None
         return self._pacer.idle_watermark()
 
@@ -353,7 +357,8 @@ class KafkaSource:
             if polled:
                 self._ingest(polled)
                 newest = {tp: recs[-1].timestamp for tp, recs in polled.items() if recs}
-                self._pacer.fast_forward(consumer, newest, self._clock.time())
+                self._merge.drop(self._pacer.fast_forward(consumer, newest, self._clock.time()))
+            self._release(consumer)
         now = self._clock.monotonic()
         if now - self._lag_at >= _LAG_EVERY:
             self._lag_at = now
@@ -397,25 +402,43 @@ class KafkaSource:
             self._down_logged = False
 
     def _ingest(self, polled: dict[Any, list[Any]]) -> None:
-        items = []
         nrec = 0
+        now = self._clock.monotonic()
         for tp, records in polled.items():
             if not records:
                 continue
             nrec += len(records)
+            self._merge.add(tp, records, now)
+            self._fetched[tp] = records[-1].offset + 1
+        self._metrics.records.labels(source=self.name).inc(nrec)
+
+    def _release(self, consumer: Any) -> None:
+        """Decode and queue what the time merge lets go (see :mod:`.merge`)."""
+
+        def caught_up(tp: Any) -> bool:
+            hw = consumer.highwater(tp)
+            return hw is not None and self._fetched.get(tp, -1) >= hw
+
+        # Batches of all partitions in timestamp order; a partition's offset advances with
+        # its last batch only (-1: no advance), so at-least-once holds however they mix.
+        entries: list[tuple[float, int, Any, list[Batch], int]] = []
+        for tp, records in self._merge.release(self._assigned, caught_up, self._clock.monotonic()):
             batches, bad = self._decoder.decode(records)
-            lane = f"{tp.topic}[{tp.partition}]"  # each partition has its own event time
-            for b in batches:
-                b.lane = lane
             if bad:
                 self._reject(tp, bad)
-            next_offset = records[-1].offset + 1
-            self._fetched[tp] = next_offset
-            items.append((tp, batches, next_offset))
-        self._metrics.records.labels(source=self.name).inc(nrec)
-        with self._cond:
-            self._queue.extend(items)
-            self._cond.notify_all()
+            last = records[-1].offset + 1
+            if not batches:
+                entries.append((float("inf"), len(entries), tp, [], last))
+            for j, b in enumerate(batches):
+                off = last if j == len(batches) - 1 else -1
+                entries.append((b.ts or 0.0, len(entries), tp, [b], off))
+        entries.sort(key=lambda e: (e[0], e[1]))
+        items = [(tp, batches, off) for _, _, tp, batches, off in entries]
+        self._held = len(self._merge)
+        if items:
+            with self._cond:
+                self._queue.extend(items)
+                self._cond.notify_all()
 
     def _commit_acked(self, consumer: Any, *, now: bool = False) -> None:
         """Commit acknowledged offsets: at most every ``commit_interval``, or ``now``.
@@ -492,6 +515,7 @@ class KafkaSource:
     def _set_assigned(self, assigned: frozenset[Any]) -> None:
         gone = self._assigned - assigned
         self._assigned = assigned
+        self._merge.drop(gone)
         for tp in gone:
             self._fetched.pop(tp, None)
             self._highwater.pop(tp, None)

@@ -78,6 +78,7 @@ class MonitorSource:
     """
 
     name = "monitor"
+    reports_idle = False
 
     def __init__(
         self,
