@@ -15,6 +15,8 @@ import java.util.TreeMap;
 public final class Demand {
   public static final int MAX_ENTRIES = 1000;
   public static final long MAX_COUNT = 0xffffffffL;
+  /** Largest message (bytes): receivers drop bigger ones whole, so long keys are left out. */
+  public static final int MAX_BYTES = 1 << 20;
 
   private Demand() {}
 
@@ -42,35 +44,44 @@ public final class Demand {
         continue;
       }
       entries.sort((a, b) -> Long.compare(b.getValue(), a.getValue()));
+      int keep = Math.min(entries.size(), MAX_ENTRIES);
+      byte[] payload = payload(app, seq, ts, intervalMs, entries, keep);
+      while (payload.length > MAX_BYTES && keep > 1) { // long keys: halve, heaviest kept
+        keep /= 2;
+        payload = payload(app, seq, ts, intervalMs, entries, keep);
+      }
       long dropped = 0;
       long sent = 0;
-      ObjectNode o = Wire.JSON.createObjectNode();
-      o.put("v", 1);
-      o.put("type", "demand");
-      o.put("app", app);
-      o.put("seq", seq);
-      o.put("ts", java.math.BigDecimal.valueOf(ts).setScale(3, java.math.RoundingMode.HALF_EVEN));
-      o.put("interval_ms", intervalMs);
-      ArrayNode arr = o.putArray("entries");
       for (int i = 0; i < entries.size(); i++) {
         long n = entries.get(i).getValue();
-        if (i >= MAX_ENTRIES) {
-          dropped += n;
-          continue;
-        }
-        long capped = Math.min(n, MAX_COUNT);
+        long capped = i < keep ? Math.min(n, MAX_COUNT) : 0;
         dropped += n - capped;
         sent += capped;
-        KeyId id = entries.get(i).getKey();
-        ObjectNode e = Wire.encodeKey(id.key(), arr.addObject());
-        if (id.db() != 0) {
-          e.put("db", id.db());
-        }
-        e.put("n", capped);
       }
-      out.add(new Report(inst.getKey(), seq, Wire.dumps(o), sent, dropped));
+      out.add(new Report(inst.getKey(), seq, payload, sent, dropped));
       seq++;
     }
     return out;
+  }
+
+  private static byte[] payload(String app, long seq, double ts, int intervalMs,
+      List<Map.Entry<KeyId, Long>> entries, int keep) {
+    ObjectNode o = Wire.JSON.createObjectNode();
+    o.put("v", 1);
+    o.put("type", "demand");
+    o.put("app", app);
+    o.put("seq", seq);
+    o.put("ts", java.math.BigDecimal.valueOf(ts).setScale(3, java.math.RoundingMode.HALF_EVEN));
+    o.put("interval_ms", intervalMs);
+    ArrayNode arr = o.putArray("entries");
+    for (int i = 0; i < keep; i++) {
+      KeyId id = entries.get(i).getKey();
+      ObjectNode e = Wire.encodeKey(id.key(), arr.addObject());
+      if (id.db() != 0) {
+        e.put("db", id.db());
+      }
+      e.put("n", Math.min(entries.get(i).getValue(), MAX_COUNT));
+    }
+    return Wire.dumps(o);
   }
 }
