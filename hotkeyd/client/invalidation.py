@@ -28,6 +28,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from hotkeyd.client.forksafe import track_fork
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.wire import WireError, decode_key, encode_key
 
@@ -139,9 +140,27 @@ class ServerTracking:
             "single_connection_client": True,
             "retry": Retry(NoBackoff(), 0),
         }
+        self._url, self._opts = url, opts
         self._client = redis.Redis.from_url(url, **opts)
         self._conn: Any = None
         self._thread: threading.Thread | None = None
+        track_fork(self)
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: a connection of its own (the parent's socket would mix
+        both processes' replies), and the drain thread again if it ran."""
+        running = self._thread is not None and not self._stop.is_set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._conn = None
+        self._client = redis.Redis.from_url(self._url, **self._opts)
+        self.on_reset()  # copies made before the fork are not tracked for this child
+        if running:
+            try:
+                self.start()
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                self._warn(logging.WARNING, "tracking after fork: %s; reads reconnect", exc)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> ServerTracking:

@@ -120,7 +120,10 @@ _WSGI_APP = """
 import json, os, threading
 from hotkeyd.client import HotCache, Namespace
 
-cache = HotCache.from_url(os.environ["HK_REDIS_URL"], namespace=Namespace(os.environ["HK_NS"]))
+url = os.environ["HK_REDIS_URL"]
+cache = HotCache.from_url(
+    url, namespace=Namespace(os.environ["HK_NS"]), tracking=os.environ["HK_TRACKING"], tracking_url=url
+)
 
 
 def app(environ, start_response):
@@ -138,13 +141,20 @@ def app(environ, start_response):
 """
 
 
+def _ask(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
+        doc: dict[str, Any] = json.loads(resp.read())
+    return doc
+
+
+@pytest.mark.parametrize("tracking", ["off", "optin"])
 def test_gunicorn_preload_workers_both_serve_the_hot_key_locally(
-    redis_server: RedisServer, ns: Namespace, tmp_path: Path
+    redis_server: RedisServer, ns: Namespace, tmp_path: Path, tracking: str
 ) -> None:
     (tmp_path / "hkapp.py").write_text(_WSGI_APP)
     redis.Redis(port=redis_server.port).set("hot:item", "v1")
     port = free_port()
-    env = {"HK_REDIS_URL": redis_server.url, "HK_NS": ns.prefix}
+    env = {"HK_REDIS_URL": redis_server.url, "HK_NS": ns.prefix, "HK_TRACKING": tracking}
     gunicorn = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--preload", "-w", "2", "-b", f"127.0.0.1:{port}",
          "--chdir", str(tmp_path), "hkapp:app"],
@@ -159,17 +169,25 @@ def test_gunicorn_preload_workers_both_serve_the_hot_key_locally(
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 d.feed_rate({b"hot:item": 3000.0}, 0.05)  # keep it hot
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
-                    doc = json.loads(resp.read())
+                doc = _ask(port)
                 workers[doc["pid"]] = doc
                 if len(workers) == 2 and all(
                     w["hot"] and int(w["hits"]) > 0 and w["reported"] > 0 for w in workers.values()
                 ):
                     break
-        assert len(workers) == 2, workers
-        for w in workers.values():
-            assert w["subscriber"] and w["hot"] and w["value"] == "v1", w
-            assert int(w["hits"]) > 0, w
+            assert len(workers) == 2, workers
+            for w in workers.values():
+                assert w["subscriber"] and w["hot"] and w["value"] == "v1", w
+                assert int(w["hits"]) > 0, w
+            if tracking != "off":  # a write that bypasses HotCache: only Redis tells them
+                redis.Redis(port=redis_server.port).set("hot:item", "v2")
+                seen: dict[int, str] = {}
+                t0 = time.monotonic()
+                while len(seen) < 2 or set(seen.values()) != {"v2"}:
+                    assert time.monotonic() - t0 < 1.0, seen  # well under the key's TTL
+                    d.feed_rate({b"hot:item": 3000.0}, 0.02)
+                    doc = _ask(port)
+                    seen[doc["pid"]] = doc["value"]
             assert w["reported"] > 0, w  # each worker reports what it served (demand reports)
     finally:
         gunicorn.terminate()
