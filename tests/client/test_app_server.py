@@ -247,3 +247,13 @@ def test_async_pipeline_writes_invalidate(redis_server: RedisServer, ns: Namespa
             await reader.close()
 
     asyncio.run(main())
+
+
+def test_a_wrong_type_index_fails_fast(redis_server: RedisServer, ns: Namespace) -> None:
+    r = redis.Redis(port=redis_server.port)
+    r.set(ns.instances, "not a sorted set")  # e.g. an old tool wrote there
+    t0 = time.monotonic()
+    with pytest.raises(PublishError, match="WRONGTYPE"):
+        HotCache(r, namespace=ns).start()
+    assert time.monotonic() - t0 < 5
+    r.close()
