@@ -12,6 +12,10 @@ const MaxDemandEntries = 1000
 
 const maxDemandCount = 1<<32 - 1
 
+// MaxDemandBytes bounds one demand report's size: receivers drop a larger one whole, so
+// with long keys the lightest entries are left out (halving) until it fits.
+const MaxDemandBytes = 1 << 20
+
 // DemandStats count what the demand reporter sent and lost.
 type DemandStats struct {
 	Reports, Entries, Dropped, SendErrors int64
@@ -148,22 +152,35 @@ func EncodeDemand(app string, seq int64, ts float64, interval time.Duration, ite
 		}
 		items = items[:MaxDemandEntries]
 	}
+	payload := encodeDemandEntries(app, seq, ts, interval, items)
+	for len(payload) > MaxDemandBytes && len(items) > 1 { // long keys: halve, heaviest kept
+		keep := len(items) / 2
+		for _, it := range items[keep:] {
+			dropped += it.N
+		}
+		items = items[:keep]
+		payload = encodeDemandEntries(app, seq, ts, interval, items)
+	}
+	for _, it := range items {
+		if it.N > maxDemandCount {
+			dropped += it.N - maxDemandCount
+		}
+	}
+	return payload, len(items), dropped
+}
+
+func encodeDemandEntries(app string, seq int64, ts float64, interval time.Duration, items []DemandCount) []byte {
 	entries := make([]map[string]any, len(items))
 	for i, it := range items {
 		e := EncodeKey([]byte(it.Key.Bytes))
 		if it.Key.DB != 0 {
 			e["db"] = it.Key.DB
 		}
-		n := it.N
-		if n > maxDemandCount {
-			dropped += n - maxDemandCount
-			n = maxDemandCount
-		}
-		e["n"] = n
+		e["n"] = min(it.N, maxDemandCount)
 		entries[i] = e
 	}
 	return marshal(map[string]any{
 		"v": 1, "type": "demand", "app": app, "seq": seq, "ts": ts,
 		"interval_ms": interval.Milliseconds(), "entries": entries,
-	}), len(items), dropped
+	})
 }

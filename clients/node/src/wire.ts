@@ -209,6 +209,8 @@ export function decodeInvalidation(payload: string | Buffer): { origin: string; 
 /** Most entries in one demand report; the heaviest are kept. */
 export const MAX_DEMAND_ENTRIES = 1000;
 const MAX_DEMAND_COUNT = 2 ** 32 - 1;
+/** Largest demand report (bytes): receivers drop a larger one whole. */
+export const MAX_DEMAND_BYTES = 1 << 20;
 
 /** What a cache served locally for one key in one interval, and who announced the key. */
 export interface DemandRead extends Key {
@@ -236,23 +238,29 @@ export function buildDemandReports(app: string, nextSeq: number, ts: number, int
   const out: DemandReport[] = [];
   for (const instance of [...byInst.keys()].sort()) {
     const items = byInst.get(instance)!.sort((a, b) => b.n - a.n || Buffer.compare(a.bytes, b.bytes) || a.db - b.db);
+    let keep = Math.min(items.length, MAX_DEMAND_ENTRIES);
+    let payload = encodeDemand(app, nextSeq, ts, intervalMs, items.slice(0, keep));
+    // Long keys: halve (heaviest kept) until it fits; receivers drop a larger one whole.
+    while (Buffer.byteLength(payload) > MAX_DEMAND_BYTES && keep > 1) {
+      keep = Math.floor(keep / 2);
+      payload = encodeDemand(app, nextSeq, ts, intervalMs, items.slice(0, keep));
+    }
+    const kept = items.slice(0, keep);
     let dropped = 0;
-    for (const it of items.slice(MAX_DEMAND_ENTRIES)) dropped += it.n;
-    const kept = items.slice(0, MAX_DEMAND_ENTRIES);
-    const entries = kept.map((it) => {
-      const e: Record<string, unknown> = { ...encodeKey(it.bytes) };
-      if (it.db !== 0) e.db = it.db;
-      let n = it.n;
-      if (n > MAX_DEMAND_COUNT) {
-        dropped += n - MAX_DEMAND_COUNT;
-        n = MAX_DEMAND_COUNT;
-      }
-      e.n = n;
-      return e;
-    });
-    const payload = JSON.stringify({ v: 1, type: "demand", app, seq: nextSeq, ts, interval_ms: intervalMs, entries });
+    for (const it of items.slice(keep)) dropped += it.n;
+    for (const it of kept) dropped += Math.max(0, it.n - MAX_DEMAND_COUNT);
     out.push({ instance, seq: nextSeq, payload, entries: kept.length, dropped });
     nextSeq++;
   }
   return out;
+}
+
+function encodeDemand(app: string, seq: number, ts: number, intervalMs: number, kept: DemandRead[]): string {
+  const entries = kept.map((it) => {
+    const e: Record<string, unknown> = { ...encodeKey(it.bytes) };
+    if (it.db !== 0) e.db = it.db;
+    e.n = Math.min(it.n, MAX_DEMAND_COUNT);
+    return e;
+  });
+  return JSON.stringify({ v: 1, type: "demand", app, seq, ts, interval_ms: intervalMs, entries });
 }

@@ -172,3 +172,23 @@ test("auth.json", () => {
   }
   for (const c of v.reject) assert.equal(auth.verify(Buffer.from(c.signed)), undefined, c.name);
 });
+
+test("demand reports stay under 1 MiB with long keys, the heaviest kept", () => {
+  const reads = [];
+  let total = 0;
+  for (let i = 0; i < 1000; i++) { // 1,000 binary keys of 1 KiB: ~1.4 MB as base64
+    const bytes = Buffer.alloc(1024, 0xff);
+    bytes[0] = i >> 8;
+    bytes[1] = i & 0xff;
+    reads.push({ bytes, db: 0, n: 10_000 + i, instance: "d1" });
+    total += 10_000 + i;
+  }
+  const [rep] = buildDemandReports("app", 1, 0, 250, reads);
+  assert.ok(Buffer.byteLength(rep.payload) <= 1 << 20, `payload ${Buffer.byteLength(rep.payload)}`);
+  const entries = JSON.parse(rep.payload).entries as { n: number }[];
+  assert.equal(entries.length, rep.entries);
+  assert.ok(rep.entries >= 500 && rep.entries < 1000, `entries ${rep.entries}`);
+  const sent = entries.reduce((s, e) => s + e.n, 0);
+  assert.equal(sent + rep.dropped, total);
+  assert.equal(Math.min(...entries.map((e) => e.n)), 10_000 + 1000 - rep.entries);
+});
