@@ -19,6 +19,8 @@ from hotkeyd.testing import RedisServer
 from tests.client.helpers import wait_until
 from tests.service.daemon import Daemon
 
+from .conftest import Load
+
 pytestmark = pytest.mark.integration
 
 P = "hotkeyd"
@@ -71,8 +73,8 @@ def test_every_role_works_with_its_least_privilege_acl(redis_server: RedisServer
             stderr=subprocess.PIPE,
             text=True,
         )
+        load = Load(d, {b"app:item": 3000.0}).__enter__()  # hot for the whole test
         try:
-            d.feed_rate({b"app:item": 3000.0}, seconds=1.5)
             assert wait_until(lambda: b"app:item" in cache.hotset, timeout=10), d.stderr
             assert cache.get("app:item") == b"v1"
             cache.set("app:item", b"v2")  # publishes an invalidation: allowed
@@ -95,9 +97,10 @@ def test_every_role_works_with_its_least_privilege_acl(redis_server: RedisServer
                 timeout=30,
             )
             assert top.returncode == 0, top.stderr
-            assert any(h["key"] == "app:item" for h in json.loads(top.stdout)["hot"])
-            assert "NOPERM" not in d.stderr and "Traceback" not in d.stderr
+            assert any(h["key"] == "app:item" for h in json.loads(top.stdout)["hot"]), top.stdout
+            assert "NOPERM" not in d.stderr and "Traceback" not in d.stderr, d.stderr
         finally:
+            load.__exit__()
             if watch.poll() is None:
                 watch.kill()
                 watch.communicate()
