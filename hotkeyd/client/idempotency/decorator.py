@@ -9,7 +9,8 @@ The first call runs the function and stores its JSON-encoded return value; a ret
 the same key returns the stored value (decoded) without running it; a call while the
 first is still running raises :class:`~hotkeyd.errors.IdempotencyInProgress`; the same
 key with a different fingerprint raises :class:`~hotkeyd.errors.IdempotencyMismatch`.
-An exception releases the key, so a retry runs the function again. ``async def``
+An exception releases the key, so a retry runs the function again; so does a return
+value ``encode`` cannot store (e.g. a set with the default JSON: a ``TypeError``). ``async def``
 functions are guarded the same way with an ``AsyncIdempotencyGuard``.
 """
 
@@ -94,10 +95,11 @@ def idempotent(
                 return decode(b.result or b"")
             try:
                 value = fn(*args, **kwargs)
+                payload = encode(value)  # a result that cannot be stored fails the call
             except BaseException:
                 sync_guard.abandon(lease)
                 raise
-            sync_guard.complete(lease, encode(value))
+            sync_guard.complete(lease, payload)
             return value
 
         return guarded
@@ -132,10 +134,11 @@ def _wrap_async(
             return decode(b.result or b"")
         try:
             value = await fn(*args, **kwargs)
+            payload = encode(value)
         except BaseException:
             await guard.abandon(lease)
             raise
-        await guard.complete(lease, encode(value))
+        await guard.complete(lease, payload)
         return value
 
     return guarded

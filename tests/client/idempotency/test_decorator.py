@@ -84,6 +84,16 @@ def test_async_function_with_the_async_guard(redis_server: RedisServer, ns: Name
         assert any(isinstance(x, IdempotencyInProgress) for x in results)
         assert await job(3) == [3, 6]
         assert calls == [3]
+
+        @idempotent(guard, key=lambda n: f"set-{n}")
+        async def unstorable(n: int) -> set[int]:
+            calls.append(n)
+            return {n}
+
+        for _ in range(2):  # a result encode() cannot store releases the key: runs again
+            with pytest.raises(TypeError, match="JSON serializable"):
+                await unstorable(4)
+        assert calls == [3, 4, 4]
         await client.aclose()
 
     asyncio.run(main())
@@ -94,3 +104,20 @@ def test_guard_kind_must_match_the_function(r: redis.Redis) -> None:
 
         @idempotent(IdempotencyGuard(r), key=lambda: "k")
         async def job() -> None: ...
+
+
+def test_a_result_that_cannot_be_stored_releases_the_key(r: redis.Redis, ns: Namespace) -> None:
+    """encode() failing is an exception of the call: the key is released (as documented),
+    not left PROCESSING with nobody to complete it until the lease runs out."""
+    guard = IdempotencyGuard(r, namespace=ns, lease=30, ttl=60)
+    calls: list[int] = []
+
+    @idempotent(guard, key=lambda n: f"set-{n}")
+    def build(n: int) -> set[int]:
+        calls.append(n)
+        return {n}
+
+    for _ in range(2):  # the retry runs at once: no IdempotencyInProgress for 30 s
+        with pytest.raises(TypeError, match="JSON serializable"):
+            build(1)
+    assert calls == [1, 1]
