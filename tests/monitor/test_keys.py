@@ -97,6 +97,10 @@ def keys(impl: ModuleType, table: Any, *args: bytes | str) -> list[tuple[bytes, 
         (["INFO"], []),
         (["CLIENT", "LIST"], []),
         (["PUBLISH", "ch", "msg"], []),
+        # shard channels have key specs (for slot routing) flagged not_key: not keys
+        (["SPUBLISH", "hotkeyd:demand:d1", "msg"], []),
+        (["SSUBSCRIBE", "a", "b"], []),
+        (["SUNSUBSCRIBE", "a"], []),
         # too few args: no crash, no bogus key
         (["GET"], []),
         (["EVAL", "s", "5", "k1"], [(b"k1", W)]),

@@ -103,10 +103,14 @@ def _int(v: Any, default: int = 0) -> int:
         return default
 
 
+def _spec_flags(raw: Any) -> set[bytes]:
+    return {_b(f).lower() for f in _pairs(raw).get(b"flags", []) or []}
+
+
 def _spec(raw: Any) -> Spec:
     """One Redis 7 key spec; unknown shapes become (UNKNOWN, ...) and yield no keys."""
     d = _pairs(raw)
-    flags = {_b(f).lower() for f in d.get(b"flags", []) or []}
+    flags = _spec_flags(raw)
     write = bool(flags & _WRITE_FLAGS)
     bs = _pairs(d.get(b"begin_search", []))
     bs_kind = _b(bs.get(b"type", b"")).lower()
@@ -144,7 +148,10 @@ def _entry(info: list[Any], out: list[Entry]) -> None:
     special = _SPECIALS.get(name, SPECIAL_NONE)
     specs: list[Spec] = []
     if raw_specs:
-        specs = [_spec(s) for s in raw_specs]
+        # A spec flagged not_key names no key: Redis 7 gives shard channels (SPUBLISH,
+        # SSUBSCRIBE, SUNSUBSCRIBE) one for slot routing. Counting them would rate
+        # hotkeyd's own channels (demand reports, events) as keys.
+        specs = [_spec(s) for s in raw_specs if b"not_key" not in _spec_flags(s)]
     elif raw_specs is None and name in _LEGACY_MOVABLE:
         specs = list(_LEGACY_MOVABLE[name])
     elif first > 0 and step > 0:
