@@ -240,9 +240,11 @@ class Detector:
         if to <= cur:
             return
         last_full = min(to, cur + self._n + 1)
+        # Catching up (more than a window behind): rate only keys that can turn hot.
+        behind = self._clock.time() - to * self._tick > self.config.window
         for j in range(cur + 1, last_full + 1):
             lane.advance(j)
-            self._evaluate(j * self._tick)
+            self._evaluate(j * self._tick, prune=behind or j < to)
         if to > last_full:
             lane.advance(to)
             self._evaluate(to * self._tick)
@@ -536,8 +538,13 @@ class Detector:
             as_of=self._as_of,
         )
 
-    def _evaluate(self, at: float) -> None:
-        """Rate every candidate over every lane's window and update the hot set."""
+    def _evaluate(self, at: float, prune: bool = False) -> None:
+        """Rate every candidate over every lane's window and update the hot set.
+
+        ``prune`` (a source catching up, more than a window behind): candidates whose count
+        bound cannot reach the lowest threshold are not rated, and the rates are not kept
+        for :meth:`top` (which shows the last full evaluation until the source is on time).
+        """
         started = time.perf_counter()
         if at > self._eval_now:
             self._eval_now = at
@@ -552,8 +559,14 @@ class Detector:
         )
         rules = self._rules
         candidates: set[bytes] = set()
-        for lane in self._lanes.values():
-            candidates |= lane.ring.candidates()
+        if prune:
+            # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
+            need = rules.min_threshold * self.config.window / len(self._lanes)
+            for lane in self._lanes.values():
+                candidates |= lane.ring.could_reach(need)
+        else:
+            for lane in self._lanes.values():
+                candidates |= lane.ring.candidates()
         candidates.update(self._hot.idents())
         inv = 1.0 / self.config.window
         lanes = list(self._lanes.values())
@@ -567,7 +580,8 @@ class Detector:
         # transitions carry the event time of the lane whose step triggered this evaluation.
         at = min(at, now)
         tr = self._hot.evaluate(rates, self._rule_of(rules), now, at, rules.min_threshold)
-        self._last = rates
+        if not prune:
+            self._last = rates
         if tr.new or tr.cooled or tr.still:
             self._pending.append((tr.new, tr.still, tr.cooled))
         for hk in tr.new:

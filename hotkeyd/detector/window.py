@@ -137,15 +137,49 @@ class SubWindowRing:
                 if s.raw:
                     yield s
 
-    def candidates(self) -> set[bytes]:
-        """Union of the top-k of the closed sub-windows in the window."""
-        out: set[bytes] = set()
+    def _tops(self) -> Iterable[_Slot]:
         for s in self._closed_slots():
             if s.top is None:
                 s.top = dict(s.sketch.topk())
                 for key, count in s.top.items():
                     s.est.setdefault(key, count)
-            out.update(s.top)
+            yield s
+
+    def candidates(self) -> set[bytes]:
+        """Union of the top-k of the closed sub-windows in the window."""
+        out: set[bytes] = set()
+        for s in self._tops():
+            out.update(s.top or ())
+        return out
+
+    def could_reach(self, total: float) -> set[bytes]:
+        """Top-k keys whose scaled window count may reach ``total`` (a superset).
+
+        A key outside a sub-window's top-k counted at most that top-k's smallest count
+        there (0 when the top-k is not full). So a key reaching ``total`` has, in at least
+        one sub-window, a count above that floor by ``(total - sum of floors) / N`` or
+        more; the top-k are count-descending, so each is scanned only down to there. It
+        lets an evaluation skip the many candidates that cannot turn hot.
+        """
+        slots = list(self._tops())
+        if not slots:
+            return set()
+        lows = []
+        floor = 0.0
+        for s in slots:
+            top = s.top or {}
+            full = top and len(top) >= getattr(s.sketch, "k", 1 << 62)
+            low = min(top.values()) if full else 0
+            lows.append(low)
+            floor += low * s.factor
+        per = (total - floor) / len(slots)
+        out: set[bytes] = set()
+        for s, low in zip(slots, lows, strict=True):
+            f = s.factor
+            for key, c in (s.top or {}).items():
+                if (c - low) * f < per:
+                    break
+                out.add(key)
         return out
 
     def sums(self, keys: Iterable[bytes]) -> dict[bytes, float]:

@@ -28,7 +28,8 @@ def test_members_split_partitions_and_rebalance_on_join_and_leave(
     b.start()
     try:
         assert wait_assigned([a, b], 4), (a.assignment(), b.assignment())
-        assert len(a.assignment()) == len(b.assignment()) == 2
+        even = lambda: len(a.assignment()) == len(b.assignment()) == 2  # noqa: E731
+        assert drain([a, b], even, timeout=20), (a.assignment(), b.assignment())
         p = KafkaProducer(bootstrap_servers=bs, linger_ms=5)
         for i in range(2000):
             p.send(topic_name, key=b"k:%d" % (i % 100))
