@@ -89,7 +89,7 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
         # e.g. to pass its fencing token on to the database.
         scope = {**scope, "state": {**scope.get("state", {}), LEASE_STATE: lease}}
         try:
-            resp = await _run(self.app, scope, body, receive)
+            resp = await _run(self.app, scope, body)
         except BaseException:
             await self.guard.abandon(lease)
             raise
@@ -120,13 +120,14 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _run(app: ASGIApp, scope: Scope, body: bytes, client: Receive) -> Response:
+async def _run(app: ASGIApp, scope: Scope, body: bytes) -> Response:
     """Run the app on the buffered body and buffer its response.
 
-    After the body, ``receive`` waits on the client's connection as the server's would
-    (it answers ``http.disconnect`` only when the client really went away): a streaming
-    response (Starlette's StreamingResponse listens for a disconnect while it streams)
-    must not be cut off to an empty body, which would then be stored and replayed.
+    After the body, ``receive`` never answers: the app is not told the client hung up.
+    The response is buffered anyway (the client gets nothing before the app is done),
+    and a guarded operation must finish to be recorded; told of a disconnect, a
+    streaming response (Starlette's StreamingResponse listens for one) stops early, and
+    the cut-off body would be stored and replayed to the client's retry.
     """
     sent = False
 
@@ -135,7 +136,8 @@ async def _run(app: ASGIApp, scope: Scope, body: bytes, client: Receive) -> Resp
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return await client()
+        await _forever()
+        raise AssertionError("unreachable")
 
     status = 500
     headers: list[tuple[str, str]] = []
@@ -151,6 +153,18 @@ async def _run(app: ASGIApp, scope: Scope, body: bytes, client: Receive) -> Resp
 
     await app(scope, receive, send)
     return Response(status, headers, b"".join(parts))
+
+
+async def _forever() -> None:
+    """Wait until cancelled, in asyncio or trio (through anyio where it is installed)."""
+    try:
+        import anyio
+    except ImportError:  # plain asyncio servers without anyio
+        import asyncio
+
+        await asyncio.Event().wait()
+    else:
+        await anyio.sleep_forever()
 
 
 def _with_warning(resp: Response, exc: IdempotencyError) -> Response:

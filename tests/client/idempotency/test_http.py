@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,4 +147,22 @@ def test_streamed_response_is_stored_whole_and_replayed(
     assert first.status_code == 201 and first.content.endswith(b"end\n"), first.content
     assert first.content.startswith(b"order 1\n")
     assert again.content == first.content and again.headers["idempotent-replayed"] == "true"
+    assert _orders(r, ns) == 1
+
+
+def test_a_client_that_hangs_up_gets_the_whole_response_on_retry(
+    base: str, r: redis.Redis, ns: Namespace
+) -> None:
+    """The first attempt times out while the handler streams: the operation still finishes
+    and is recorded whole, so the retry replays every piece (never a cut-off body)."""
+    h = {"Idempotency-Key": "hang-up-1"}
+    with httpx.Client(base_url=base, timeout=0.05) as c, pytest.raises(httpx.TimeoutException):
+        c.post("/stream", content=b"{}", headers=h)
+    with httpx.Client(base_url=base, timeout=10) as c:
+        deadline = time.monotonic() + 10
+        while (again := c.post("/stream", content=b"{}", headers=h)).status_code == 409:
+            assert time.monotonic() < deadline, "the first attempt never finished"
+            time.sleep(0.05)
+    assert again.status_code == 201 and again.headers["idempotent-replayed"] == "true"
+    assert again.content.startswith(b"order 1\n") and again.content.endswith(b"end\n")
     assert _orders(r, ns) == 1
