@@ -39,7 +39,7 @@ BURSTS = [
 SPAN = 20.0
 
 
-def events(step: float = 0.001, seed: int = 7) -> list[tuple[float, str, int]]:
+def events(step: float = 0.002, seed: int = 7) -> list[tuple[float, str, int]]:
     """(ts, key, count): bursts at their rates plus background far below the threshold."""
     rng = random.Random(seed)
     out: list[tuple[float, str, int]] = []
@@ -54,7 +54,7 @@ def events(step: float = 0.001, seed: int = 7) -> list[tuple[float, str, int]]:
                 if c:
                     carry[b_i] -= c
                     out.append((T0 + t, b.key, c))
-        for _ in range(20):  # 20,000/s over 5,000 keys: ~4/s each
+        for _ in range(20):  # 10,000/s over 5,000 keys: ~2/s each
             out.append((T0 + t + rng.random() * step, f"bg:{rng.randrange(5000)}", 1))
     out.sort(key=lambda e: e[0])
     return out
