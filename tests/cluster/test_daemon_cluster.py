@@ -34,6 +34,12 @@ def test_daemon_publishes_to_a_cluster_from_any_node(
             snap = Message.loads(rc.get(ns.snapshot(instance)))  # type: ignore[arg-type]
             assert b"item:cluster" in {h.key for h in snap.hot}
             assert rc.zscore(ns.instances, instance) is not None
+            check = subprocess.run(
+                [sys.executable, "-m", "hotkeyd", "check", "--redis-url",
+                 redis_cluster.nodes[(node + 2) % 3].url, "--namespace", ns.prefix],
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+            assert check.returncode == 0 and check.stdout.startswith("ok"), check.stderr
             assert d.metric("hotkeyd_publish_failures_total") == 0
             assert d.stop() == 0
         assert rc.get(ns.snapshot(instance)) is None  # a clean stop removes its snapshot
