@@ -1,7 +1,7 @@
 """Redis Cluster: client types, and publishing to a node *or* a cluster.
 
-A URL names one node. :func:`hotkeyd.conn.redis.open_client` asks that node ``INFO cluster`` and, when it says
-``cluster_enabled:1``, returns a ``redis.cluster.RedisCluster`` that discovers the other
+A URL names one node. :func:`hotkeyd.conn.redis.open_client` asks that node
+``INFO cluster`` and, when it says ``cluster_enabled:1``, returns a ``redis.cluster.RedisCluster`` that discovers the other
 nodes and follows MOVED/ASK; otherwise a plain ``redis.Redis``. The URL option
 ``?cluster=yes`` (or ``no``) skips the question, for a user without INFO rights.
 
@@ -23,13 +23,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-from hotkeyd.conn.redis import (
-    REDIS_ERRORS,
-    cluster_client,
-    cluster_enabled,
-    open_client,
-    translate_redis_error,
-)
+from hotkeyd.conn.redis import REDIS_ERRORS, cluster_enabled, translate_redis_error
 
 __all__ = [
     "AnyAsyncRedis",
@@ -40,11 +34,8 @@ __all__ = [
     "apublish",
     "client_db",
     "client_from_any_url",
-    "cluster_client",
-    "cluster_enabled",
     "dedicated_client",
     "is_cluster",
-    "open_client",
     "publish",
     "publish_command",
     "publish_many",
