@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         "handler_ran_twice": sum(1 for n in executions if n > 1),
         "db_dedup": db_dedup,
         "errors": st.errors,
+        "read_errors": st.read_errors,
+        "orders_abandoned": st.orders_abandoned,
     }
     ok = (
         not res["oversold"]
@@ -224,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  duplicate orders: {res['duplicate_orders']}, handler ran twice for a key: "
         f"{res['handler_ran_twice']}, retries answered with other bytes: {res['mismatched_replays']}"
+    )
+    print(
+        f"  errors: {st.errors} (product reads not 200: {st.read_errors or 0}, orders without "
+        f"a final answer: {st.orders_abandoned})"
     )
     print("  OK" if ok else "  FAILED")
     if args.json:
