@@ -7,7 +7,8 @@ rate, exactly as a service would (Python: ``tests/interop/readapp.py``; Go:
 host:port,...``, ``--key``, ``--rate`` (reads/s), ``--cold-keys N``, ``--namespace``,
 ``--seconds``. Protocol:
 
-- stdout, one JSON object per line: ``{"event":"ready"}`` once bootstrapped;
+- stdout, one JSON object per line, each with ``t``, the unix time in ms when it happened
+  (the apps share the host's clock): ``{"event":"ready"}`` once bootstrapped;
   ``{"event":"value","value":...}`` whenever the value it reads changes;
   ``{"event":"stats","reads":N,"hot":bool,...}`` every second; ``{"event":"wrote"}``
   after a write; ``{"event":"done","reads":N,...}`` at the end.

@@ -23,6 +23,7 @@ _out = threading.Lock()
 
 
 def emit(**obj: Any) -> None:
+    obj["t"] = time.time() * 1000.0  # when it happened, in this host's wall clock (ms)
     with _out:
         sys.stdout.write(json.dumps(obj) + "\n")
         sys.stdout.flush()

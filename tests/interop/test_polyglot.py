@@ -110,10 +110,11 @@ def _scenario(
 
             # writes cross languages: each app writes once; all others read it
             lags: list[float] = []
+            pairs: list[tuple[str, str, float]] = []
             for i, writer in enumerate(apps):
                 value = f"from-{writer.lang}-{i}"
                 writer.send(f"set {value}")
-                t0, _ = writer.wait_event(
+                _, wrote = writer.wait_event(
                     lambda e, v=value: e.get("event") == "wrote" and e.get("value") == v,
                     10,
                     "write ack",
@@ -121,12 +122,17 @@ def _scenario(
                 for other in apps:
                     if other is writer:
                         continue
-                    t1, _ = other.wait_event(
+                    _, seen = other.wait_event(
                         lambda e, v=value: e.get("event") == "value" and e.get("value") == v,
                         5,
                         f"the value written by {writer.lang}",
                     )
-                    lags.append(max(0.0, t1 - t0))
+                    # Both times come from the apps (one host clock): from the write having
+                    # returned to the other app's first read of the new value. The test's own
+                    # scheduling (pipes, threads) is not in it.
+                    lag = max(0.0, (seen["t"] - wrote["t"]) / 1000.0)
+                    lags.append(lag)
+                    pairs.append((writer.lang, other.lang, lag))
                 time.sleep(0.2)
             finals = [a.stop() for a in apps]
             cools_during = [t for t, k in watcher.seen.cool if k == key.encode()]
@@ -146,7 +152,8 @@ def _scenario(
     assert cools_during == [], "the key cooled while every app was still reading it"
     assert r2 - r1 >= 0.5 * RATE * len(apps) * 8, f"apps read too little ({r2 - r1})"
     assert share <= 0.02, f"Redis served {share:.2%} of the apps' reads after detection"
-    assert max(lags) <= WRITE_BOUND, f"a write took {max(lags) * 1000:.0f} ms to be read elsewhere"
+    slow = [(w, o, f"{lag * 1000:.0f} ms") for w, o, lag in pairs if lag > WRITE_BOUND]
+    assert not slow, f"writes read elsewhere later than {WRITE_BOUND * 1000:.0f} ms: {slow}"
 
 
 def test_every_language_single_node(redis_server: RedisServer, unique: str, tmp_path: Path) -> None:

@@ -18,7 +18,9 @@ const { values: a } = parseArgs({
     sharded: { type: "boolean", default: false },
   },
 });
-const emit = (o: Record<string, unknown>) => process.stdout.write(JSON.stringify(o) + "\n");
+// Every line carries when it happened (unix ms), so the test measures in the apps' clock.
+const emit = (o: Record<string, unknown>) =>
+  process.stdout.write(JSON.stringify({ ...o, t: performance.timeOrigin + performance.now() }) + "\n");
 
 const client = a.cluster
   ? new Cluster(a.cluster.split(",").map((hp) => ({ host: hp.split(":")[0], port: Number(hp.split(":")[1]) })))

@@ -25,6 +25,7 @@ import (
 var outMu sync.Mutex
 
 func emit(v map[string]any) {
+	v["t"] = float64(time.Now().UnixNano()) / 1e6 // when it happened (unix ms)
 	outMu.Lock()
 	defer outMu.Unlock()
 	b, _ := json.Marshal(v)

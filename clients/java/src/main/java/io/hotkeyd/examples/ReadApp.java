@@ -40,7 +40,9 @@ public final class ReadApp {
   }
 
   static ObjectNode event(String name) {
-    return JSON.createObjectNode().put("event", name);
+    java.time.Instant now = java.time.Instant.now(); // when it happened (unix ms)
+    return JSON.createObjectNode().put("event", name)
+        .put("t", now.getEpochSecond() * 1000.0 + now.getNano() / 1e6);
   }
 
   public static void main(String[] argv) throws Exception {
