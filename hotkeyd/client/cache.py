@@ -24,7 +24,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from hotkeyd.auth import MessageAuth
 from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
@@ -58,10 +58,18 @@ __all__ = ["CacheStats", "HotCache", "LocalCache"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+# What reads return: bytes, or str from a client made with decode_responses=True.
+# HotCache[bytes] unless said otherwise (a TypeVar default, PEP 696, for type checkers).
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as _DefaultingTypeVar
+
+    V = _DefaultingTypeVar("V", bytes, str, default=bytes)
+else:
+    V = TypeVar("V", bytes, str)
 Broadcast = Literal["always", "known"]
 
 
-class HotCache:
+class HotCache(Generic[V]):
     """A redis-py wrapper that caches hot keys locally and broadcasts invalidations.
 
     Args:
@@ -122,6 +130,7 @@ class HotCache:
         if broadcast not in ("always", "known"):
             raise ValueError(f"broadcast must be 'always' or 'known', got {broadcast!r}")
         self.client = client
+        self._reads: Any = client  # the same client; reads are typed by V, not its stubs
         self._owns_client = False
         # Hot entries carry the Redis db the daemon saw; a copy is only served to a
         # client of the same db (key names often repeat across dbs).
@@ -175,21 +184,40 @@ class HotCache:
             metrics.bind(self)
         self._started = False
 
+    @overload
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> HotCache:
+    def from_url(
+        cls, url: str, *, decode_responses: Literal[True], **kwargs: Any
+    ) -> HotCache[str]: ...
+
+    @overload
+    @classmethod
+    def from_url(
+        cls, url: str, *, decode_responses: Literal[False] = False, **kwargs: Any
+    ) -> HotCache[bytes]: ...
+
+    @classmethod
+    def from_url(cls, url: str, *, decode_responses: bool = False, **kwargs: Any) -> HotCache[Any]:
         """Create a client for ``url`` (AUTH/ACL/TLS via the URL), start, and bootstrap.
 
-        A Redis Cluster node in ``url`` makes a ``RedisCluster`` client.
+        A Redis Cluster node in ``url`` makes a ``RedisCluster`` client. With
+        ``decode_responses=True`` the client (and so every read) returns ``str``: the
+        cache is then a ``HotCache[str]`` to type checkers, else ``HotCache[bytes]``.
         """
         # Timeouts unless the URL sets them: a half-open connection must not hang a
         # snapshot read forever.
-        client = client_from_any_url(url, socket_timeout=10.0, socket_connect_timeout=5.0)
+        client = client_from_any_url(
+            url,
+            socket_timeout=10.0,
+            socket_connect_timeout=5.0,
+            decode_responses=decode_responses,
+        )
         cache = cls(client, **kwargs)
         cache._owns_client = True
         return cache.start()
 
     # ---------------------------------------------------------------- lifecycle
-    def start(self, timeout: float = 10.0) -> HotCache:
+    def start(self, timeout: float = 10.0) -> HotCache[V]:
         """Start the subscriber (if owned) and wait until the hot set is bootstrapped."""
         if self._tracking is not None and not self._started:
             self._tracking.start()
@@ -216,7 +244,7 @@ class HotCache:
         if self._owns_client:
             self.client.close()
 
-    def __enter__(self) -> HotCache:
+    def __enter__(self) -> HotCache[V]:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -240,28 +268,28 @@ class HotCache:
         return self._demand.flush()
 
     # -------------------------------------------------------------------- reads
-    def get(self, name: Any) -> Any:
+    def get(self, name: Any) -> V | None:
         """GET; served locally while ``name`` is hot."""
         k = name if name.__class__ is bytes else key_bytes(name)
         item = self._hot_get(k)
         if item is None:
-            return self.client.get(name)
+            return self._reads.get(name)
         return self._hot_read(item, ("g", k), k, "GET", name)
 
-    def hget(self, name: Any, key: Any) -> Any:
+    def hget(self, name: Any, key: Any) -> V | None:
         """HGET; served locally while ``name`` is hot."""
         k = name if name.__class__ is bytes else key_bytes(name)
         item = self._hot_get(k)
         if item is None:
-            return self.client.hget(name, key)
+            return self._reads.hget(name, key)
         return self._hot_read(item, ("h", k, key_bytes(key)), k, "HGET", name, key)
 
-    def hgetall(self, name: Any) -> Any:
+    def hgetall(self, name: Any) -> dict[V, V]:
         """HGETALL; served locally while ``name`` is hot (a copy of the dict)."""
         k = name if name.__class__ is bytes else key_bytes(name)
         item = self._hot_get(k)
         if item is None:
-            return self.client.hgetall(name)
+            return self._reads.hgetall(name)
         return dict(self._hot_read(item, ("H", k), k, "HGETALL", name))
 
     def cached(self, key: Any, loader: Callable[[], T], ttl: float | None = None) -> T:
@@ -281,7 +309,7 @@ class HotCache:
             return value
         return self._load(item, ckey, k, loader, self._ttl(item) if ttl is None else ttl)
 
-    def mget(self, keys: Any, *args: Any) -> list[Any]:
+    def mget(self, keys: Any, *args: Any) -> list[V | None]:
         """MGET; hot keys come from the local cache, the rest in one MGET."""
         names = [*keys, *args] if isinstance(keys, (list, tuple)) else [keys, *args]
         hot = self._hot
@@ -376,7 +404,7 @@ class HotCache:
     def unlink(self, *names: Any) -> Any:
         return self._write(names, lambda p: p.unlink(*names))
 
-    def getdel(self, name: Any) -> Any:
+    def getdel(self, name: Any) -> V | None:
         return self._write((name,), lambda p: p.getdel(name))
 
     def mset(self, mapping: dict[Any, Any]) -> Any:
