@@ -201,3 +201,41 @@ def test_stuck_poll_is_unhealthy_lag_grows_and_close_is_bounded(
         release.set()
         p.close()
     assert took < 4.0  # close_timeout 2 s (plus the lag probe's 2 s at worst)
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_frozen_broker_is_reported_as_an_outage(
+    kafka_broker: KafkaBroker, unique: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker that stops answering for 5 s with its sockets open (SIGSTOP): the
+    connection state shows nothing, the lag probe reports it once, and its recovery."""
+    import logging
+    import signal
+
+    caplog.set_level(logging.INFO, logger="hotkeyd.sources.kafka.lag")
+    topic = f"acc-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=2)
+    metrics = Metrics()
+    s = settings(kafka_broker.bootstrap, topic, group=f"g-{unique}", format="key")
+    src = KafkaSource(s, metrics=metrics, lag_every=0.5)
+    src.start()
+    unresponsive = metrics.source_errors.labels(source="kafka", kind="unresponsive")
+    try:
+        assert drain([src], lambda: len(src.assignment()) == 2)
+        drain([src], lambda: False, timeout=1.5)
+        assert unresponsive._value.get() == 0
+        assert kafka_broker.proc is not None
+        kafka_broker.proc.send_signal(signal.SIGSTOP)
+        try:
+            assert drain([src], lambda: unresponsive._value.get() >= 1, timeout=8)
+        finally:
+            kafka_broker.proc.send_signal(signal.SIGCONT)
+        messages = lambda: [r.getMessage() for r in caplog.records]  # noqa: E731
+        assert drain([src], lambda: any("answer again" in m for m in messages()), timeout=20), (
+            messages()
+        )
+    finally:
+        src.close()
+    assert unresponsive._value.get() == 1
+    assert any("no answer from the brokers" in m for m in messages())
+    caplog.clear()
