@@ -506,7 +506,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                              i, len, self->sk->max_key_len, self->sk->max_key_len);
                 goto done;
             }
-            if (c == 0)
+            if (c == 0 || sk_agg_repeat(agg, p, (uint32_t)len, c))
                 continue;
             h = sk_hash(self->sk, p, (size_t)len);
             if (sk_agg_push(agg, p, (uint32_t)len, h, c)) {

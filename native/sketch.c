@@ -611,6 +611,7 @@ uint32_t sk_hash(const sk_sketch *s, const void *key, size_t len) {
 
 void sk_agg_init(sk_agg *a) {
     a->n = 0;
+    a->last = 0;
     memset(a->slot, 0, sizeof a->slot);
 }
 
@@ -668,6 +669,7 @@ int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t c
         if (e->hash == h && e->len == len &&
             (e->key == key || bytes_eq(e->key, (const unsigned char *)key, len))) {
             e->count = sat_add(e->count, count);
+            a->last = v;
             return 0;
         }
     }
@@ -678,12 +680,39 @@ int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t c
     a->e[a->n].hash = h;
     a->e[a->n].count = count;
     a->slot[i] = (uint16_t)++a->n;
+    a->last = a->n;
     return 0;
+}
+
+/* A hot-key storm repeats one key back to back: compare with the previous event's key
+ * (tail first, where keys sharing a prefix differ) before paying for a hash. The result
+ * is the same as sk_agg_push with the key's hash: only the work differs. */
+int sk_agg_repeat(sk_agg *a, const void *key, uint32_t len, uint32_t count) {
+    sk_agg_entry *e;
+    const unsigned char *k = (const unsigned char *)key;
+    if (!a->last)
+        return 0;
+    e = &a->e[a->last - 1];
+    if (e->len != len)
+        return 0;
+    if (e->key != k) {
+        if (len >= 8) {
+            uint64_t x, y;
+            memcpy(&x, e->key + len - 8, 8);
+            memcpy(&y, k + len - 8, 8);
+            if (x != y)
+                return 0;
+        }
+        if (!bytes_eq(e->key, k, len))
+            return 0;
+    }
+    e->count = sat_add(e->count, count);
+    return 1;
 }
 
 void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t count) {
     uint32_t h;
-    if (count == 0)
+    if (count == 0 || sk_agg_repeat(a, key, (uint32_t)len, count))
         return;
     h = hk_murmur3_32(key, len, s->seed);
     if (sk_agg_push(a, key, (uint32_t)len, h, count)) {

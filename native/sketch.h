@@ -81,6 +81,7 @@ typedef struct {
 } sk_agg_entry;
 typedef struct {
     uint32_t n;
+    uint32_t last; /* entry of the previous event + 1, 0 = none (runs skip the hash) */
     uint16_t slot[SK_AGG_SLOTS]; /* entry index + 1, 0 = empty */
     sk_agg_entry e[SK_AGG_CAP];
 } sk_agg;
@@ -110,6 +111,8 @@ void sk_agg_flush(sk_sketch *s, sk_agg *a);
  * sk_agg_drain copies the round to out (returns how many) and empties it;
  * sk_apply applies drained entries in order. Same result as sk_agg_add/flush. */
 int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t count);
+/* 1 (count added) when key equals the previous event's key: a run, no hash needed. */
+int sk_agg_repeat(sk_agg *a, const void *key, uint32_t len, uint32_t count);
 uint32_t sk_agg_drain(sk_agg *a, sk_agg_entry *out);
 void sk_apply(sk_sketch *s, const sk_agg_entry *e, size_t n);
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len);
