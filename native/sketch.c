@@ -684,13 +684,17 @@ int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t c
     return 0;
 }
 
+#define SK_RUN_MIN_LEN 48u
+
 /* A hot-key storm repeats one key back to back: compare with the previous event's key
  * (tail first, where keys sharing a prefix differ) before paying for a hash. The result
  * is the same as sk_agg_push with the key's hash: only the work differs. */
 int sk_agg_repeat(sk_agg *a, const void *key, uint32_t len, uint32_t count) {
     sk_agg_entry *e;
     const unsigned char *k = (const unsigned char *)key;
-    if (!a->last)
+    /* Short keys hash in a few ns: the extra, unpredictable branch would cost more
+     * (Zipf 2.0, 12 B: 130 -> 89 M/s when tried for every key). */
+    if (len < SK_RUN_MIN_LEN || !a->last)
         return 0;
     e = &a->e[a->last - 1];
     if (e->len != len)

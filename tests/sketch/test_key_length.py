@@ -206,3 +206,22 @@ def test_mixed_length_parity(
         assert a.to_bytes() == b.to_bytes()
         for key in keys:
             assert a.estimate(key) == b.estimate(key)
+
+
+@pytest.mark.parametrize("name", ["HeavyKeeper", "CountMinTopK"])
+def test_runs_of_one_key_agree(native_mod: Any, python_mod: Any, name: str) -> None:
+    """Back-to-back repeats skip the hash in C: same objects, equal copies, same tails."""
+    if PURE:
+        pytest.skip("parity needs the C core")
+    a = b"A" * 92 + b"-tail-01"
+    twin = b"B" * 92 + b"-tail-01"  # same length and tail, different head
+    keys = [a] * 50 + [bytes(bytearray(a))] * 30 + [twin] * 20 + [a, twin] * 10 + [b""] * 5
+    counts = [i % 4 for i in range(len(keys))]  # zeros in runs too
+    for use_counts in (False, True):
+        sks = [getattr(m, name)(k=4, memory=65536, seed=3) for m in (native_mod, python_mod)]
+        for sk in sks:
+            sk.update_many(keys, counts if use_counts else None)
+            sk.update_lines(b"\n".join(keys[:100]))
+        assert sks[0].to_bytes() == sks[1].to_bytes()
+        assert sks[0].estimate(a) == sks[1].estimate(a) > 0
+        assert sks[0].estimate(twin) == sks[1].estimate(twin) > 0
