@@ -43,6 +43,9 @@ type SubscriberOptions struct {
 	ResyncEvery time.Duration
 	// MaxMessageBytes: larger messages are dropped unparsed and counted (4 MiB).
 	MaxMessageBytes int
+	// HealthInterval: after this long without a message the subscription sends PING, and
+	// no reply within as long again means a half-open connection: reconnect (5 s).
+	HealthInterval time.Duration
 	// MaxClockSkew: a message whose ts is further ahead of this host's clock is suspect:
 	// counted, not applied (300 s).
 	MaxClockSkew time.Duration
@@ -87,6 +90,9 @@ func NewSubscriber(o SubscriberOptions) *Subscriber {
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 4 << 20
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 5 * time.Second
 	}
 	if o.MaxClockSkew <= 0 {
 		o.MaxClockSkew = 300 * time.Second
@@ -201,7 +207,7 @@ func (s *Subscriber) session(ctx context.Context) error {
 	if s.o.OnInvalidate != nil {
 		channels = append(channels, s.o.Namespace.InvalidateChannel())
 	}
-	recv, closeAll, err := s.subscribe(ctx, channels)
+	recv, ping, closeAll, err := s.subscribe(ctx, channels)
 	if err != nil {
 		return err
 	}
@@ -215,10 +221,19 @@ func (s *Subscriber) session(ctx context.Context) error {
 	}
 	s.once.Do(func() { close(s.ready) })
 	lastResync := time.Now()
+	health := pingCheck{interval: s.o.HealthInterval, heard: time.Now()}
 	for {
 		msg, err := recv(100 * time.Millisecond)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		switch health.after(time.Now(), err == nil) {
+		case pingNow:
+			if perr := ping(ctx); perr != nil {
+				return perr
+			}
+		case pingDead:
+			return errNoPong
 		}
 		s.hot.Expire()
 		if time.Since(lastResync) >= s.o.ResyncEvery {
@@ -286,23 +301,26 @@ func (s *Subscriber) Parse(payload []byte) (Message, bool) {
 // subscribe subscribes to channels and waits for every confirmation. Plain pub/sub uses
 // one connection; sharded pub/sub one per channel, since each channel lives on the node
 // that serves its slot (one SSUBSCRIBE cannot name channels of different slots).
-func (s *Subscriber) subscribe(ctx context.Context, channels []string) (func(time.Duration) (any, error), func(), error) {
+func (s *Subscriber) subscribe(ctx context.Context, channels []string) (
+	recv func(time.Duration) (any, error), ping func(context.Context) error, closeAll func(), err error,
+) {
 	if !s.o.Sharded {
 		ps := s.o.Client.Subscribe(ctx, channels...)
 		for range channels {
 			if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
 				ps.Close()
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
-		return func(d time.Duration) (any, error) { return ps.ReceiveTimeout(ctx, d) }, func() { ps.Close() }, nil
+		recv = func(d time.Duration) (any, error) { return ps.ReceiveTimeout(ctx, d) }
+		return recv, func(ctx context.Context) error { return ps.Ping(ctx) }, func() { ps.Close() }, nil
 	}
 	type item struct {
 		msg any
 		err error
 	}
 	var pss []*redis.PubSub
-	closeAll := func() {
+	closeAll = func() {
 		for _, ps := range pss {
 			ps.Close()
 		}
@@ -312,7 +330,7 @@ func (s *Subscriber) subscribe(ctx context.Context, channels []string) (func(tim
 		pss = append(pss, ps)
 		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	out := make(chan item, 1024)
@@ -332,7 +350,7 @@ func (s *Subscriber) subscribe(ctx context.Context, channels []string) (func(tim
 			}
 		}(ps)
 	}
-	recv := func(d time.Duration) (any, error) {
+	recv = func(d time.Duration) (any, error) {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -344,7 +362,49 @@ func (s *Subscriber) subscribe(ctx context.Context, channels []string) (func(tim
 			return nil, ctx.Err()
 		}
 	}
-	return recv, func() { cancel(); closeAll() }, nil
+	ping = func(ctx context.Context) error { // every shard's connection: a PONG each
+		for _, ps := range pss {
+			if err := ps.Ping(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return recv, ping, func() { cancel(); closeAll() }, nil
+}
+
+// errNoPong: the subscription stayed silent and did not answer PING (a half-open
+// connection, e.g. a peer or middlebox that stopped forwarding without closing).
+var errNoPong = errors.New("hotkeyd subscriber: no reply to PING; connection presumed dead")
+
+type pingAction int
+
+const (
+	pingWait pingAction = iota
+	pingNow
+	pingDead
+)
+
+// pingCheck decides when a silent subscription is PINGed and when it is dead.
+type pingCheck struct {
+	interval      time.Duration
+	heard, pinged time.Time
+}
+
+// after is called after each receive (got: something arrived, a PONG included).
+func (c *pingCheck) after(now time.Time, got bool) pingAction {
+	switch {
+	case got:
+		c.heard, c.pinged = now, time.Time{}
+	case !c.pinged.IsZero():
+		if now.Sub(c.pinged) > c.interval {
+			return pingDead
+		}
+	case now.Sub(c.heard) >= c.interval:
+		c.pinged = now
+		return pingNow
+	}
+	return pingWait
 }
 
 type timeoutError struct{}
