@@ -26,6 +26,8 @@ export interface SubscriberStats {
   unsigned: number;
   refused: number;
   invalidations: number;
+  /** subscriptions found dead by PING (half-open) and replaced */
+  halfOpen: number;
 }
 
 export interface SubscriberOptions {
@@ -43,6 +45,11 @@ export interface SubscriberOptions {
   resyncEveryMs?: number;
   /** larger messages are dropped unparsed and counted (4 MiB) */
   maxMessageBytes?: number;
+  /**
+   * after this long without a message the subscription is PINGed; no reply within as long
+   * again means a half-open connection, which is replaced (5000 ms; single-node clients)
+   */
+  healthIntervalMs?: number;
   /** a message whose ts is further ahead of this host's clock is suspect (300000 ms) */
   maxClockSkewMs?: number;
   /** read only messages signed with these keys (the daemon's --auth-key-file) */
@@ -58,18 +65,21 @@ export class Subscriber {
   readonly namespace: Namespace;
   readonly stats: SubscriberStats = {
     messages: 0, applied: 0, stale: 0, gaps: 0, resyncs: 0, connects: 0, badMessages: 0, badEntries: 0,
-    suspect: 0, unsigned: 0, refused: 0, invalidations: 0,
+    suspect: 0, unsigned: 0, refused: 0, invalidations: 0, halfOpen: 0,
   };
+  private heard = Date.now();
+  private pinging = false;
+  private handshakeSince = 0;
   private sub?: RedisLike;
   private timers: NodeJS.Timeout[] = [];
-  private readonly o: Required<Pick<SubscriberOptions, "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes" | "maxClockSkewMs" | "wallClock">> &
+  private readonly o: Required<Pick<SubscriberOptions, "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes" | "maxClockSkewMs" | "healthIntervalMs" | "wallClock">> &
     SubscriberOptions;
 
   constructor(
     readonly client: RedisLike,
     opts: SubscriberOptions = {},
   ) {
-    this.o = { staleAfterMs: 30_000, resyncEveryMs: 60_000, maxMessageBytes: 4 << 20, maxClockSkewMs: 300_000, wallClock: Date.now, ...opts };
+    this.o = { staleAfterMs: 30_000, resyncEveryMs: 60_000, maxMessageBytes: 4 << 20, maxClockSkewMs: 300_000, healthIntervalMs: 5000, wallClock: Date.now, ...opts };
     this.namespace = opts.namespace ?? new Namespace();
     this.hotSet = new HotSet(opts.hotSet);
   }
@@ -88,6 +98,7 @@ export class Subscriber {
     const channels = [this.namespace.eventsChannel];
     if (this.o.onInvalidate) channels.push(this.namespace.invalidateChannel);
     sub.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
+      this.heard = Date.now();
       void this.onMessage(channel.toString(), message);
     });
     try {
@@ -102,11 +113,17 @@ export class Subscriber {
     this.stats.connects++;
     sub.on("ready", () => {
       // Registered once connected, so this runs on reconnects only.
+      this.heard = Date.now();
       this.stats.connects++; // a reconnect: resubscribed by ioredis, now re-read the snapshots
       this.o.onReset?.();
       this.bootstrap().catch(() => {});
     });
     this.timers.push(setInterval(() => this.hotSet.expire(), 100).unref());
+    if (!(sub instanceof Cluster)) {
+      // A Cluster routes PING to a pooled node connection, not the subscriber's: no check there.
+      const every = Math.max(20, Math.min(1000, this.o.healthIntervalMs / 4));
+      this.timers.push(setInterval(() => void this.checkHealth(sub), every).unref());
+    }
     this.timers.push(setInterval(() => void this.bootstrap().catch(() => {}), this.o.resyncEveryMs).unref());
   }
 
@@ -117,6 +134,44 @@ export class Subscriber {
       this.sub.disconnect();
       this.sub = undefined;
     }
+  }
+
+  /**
+   * PING a silent subscription; no PONG within healthIntervalMs means the path stopped
+   * forwarding without closing (half-open): drop the connection, and ioredis reconnects,
+   * resubscribes and (on "ready") re-reads the snapshots. A reconnect whose handshake
+   * hangs on such a path is dropped the same way.
+   */
+  private async checkHealth(sub: RedisLike): Promise<void> {
+    const now = Date.now();
+    const interval = this.o.healthIntervalMs;
+    if (this.pinging || this.sub !== sub) return;
+    if (sub.status === "connect") {
+      if (this.handshakeSince === 0) this.handshakeSince = now;
+      else if (now - this.handshakeSince > 2 * interval) this.replace(sub);
+      return;
+    }
+    this.handshakeSince = 0;
+    if (sub.status !== "ready" || now - this.heard < interval) return;
+    this.pinging = true;
+    let timer: NodeJS.Timeout | undefined;
+    const alive = await Promise.race([
+      sub.ping().then(() => true, () => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), interval);
+      }),
+    ]);
+    clearTimeout(timer);
+    this.pinging = false;
+    if (alive) this.heard = Date.now();
+    else if (this.sub === sub) this.replace(sub);
+  }
+
+  private replace(sub: RedisLike): void {
+    this.stats.halfOpen++;
+    this.heard = Date.now();
+    this.handshakeSince = 0;
+    sub.disconnect(true);
   }
 
   private async onMessage(channel: string, payload: Buffer): Promise<void> {

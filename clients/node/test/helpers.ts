@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -76,5 +76,41 @@ export async function waitFor(what: string, timeoutMs: number, cond: () => boole
   while (!(await cond())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/**
+ * A TCP proxy that can freeze: frozen, it keeps every connection open but forwards
+ * nothing (a half-open path: no FIN, no RST), and what arrives meanwhile is lost.
+ */
+export class FreezableProxy {
+  frozen = false;
+  port = 0;
+  private readonly sockets: Socket[] = [];
+  private readonly server: Server;
+
+  constructor(targetPort: number) {
+    this.server = createServer((down) => {
+      const up = connect(targetPort, "127.0.0.1");
+      this.sockets.push(down, up);
+      for (const [from, to] of [[down, up], [up, down]] as const) {
+        from.on("data", (chunk: Buffer) => {
+          if (!this.frozen) to.write(chunk);
+        });
+        from.on("error", () => to.destroy());
+        from.on("close", () => to.destroy());
+      }
+    });
+  }
+
+  async listen(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
+    this.port = (this.server.address() as { port: number }).port;
+    return this;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
   }
 }
