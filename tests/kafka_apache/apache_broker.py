@@ -162,3 +162,27 @@ class ApacheKafka:
         for p in ("linger.ms=5", "batch.size=262144", "acks=1", *props):
             args += ["--producer-property", p]
         return subprocess.Popen(self._java(*args), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 4, timeout: float = 30.0) -> None:
+    """Create ``name`` and wait until the broker's metadata lists all its partitions.
+
+    KRaft answers CreateTopics before the metadata a client fetches lists the topic; a
+    consumer group joined in between gets an empty assignment until its next metadata
+    refresh (minutes), so the tests wait here.
+    """
+    import kafka_testutil
+    from kafka import KafkaConsumer
+
+    kafka_testutil.create_topic(bootstrap, name, partitions=partitions)
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if len(c.partitions_for_topic(name) or ()) == partitions:
+                return
+            time.sleep(0.1)
+            c.topics()  # refresh
+        raise RuntimeError(f"topic {name} did not show {partitions} partitions in {timeout:g}s")
+    finally:
+        c.close()

@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from apache_broker import ApacheKafka
+from apache_broker import ApacheKafka, create_topic
 from kafka import KafkaProducer
-from kafka_testutil import create_topic
 from replay.test_replay import check_intervals
 from replay.trace_gen import RULES as REPLAY_RULES
 from replay.trace_gen import T0, events

@@ -5,9 +5,9 @@ from __future__ import annotations
 import collections
 
 import pytest
-from apache_broker import ApacheKafka
+from apache_broker import ApacheKafka, create_topic
 from kafka import KafkaProducer
-from kafka_testutil import create_topic, drain, settings, wait_assigned
+from kafka_testutil import drain, settings, wait_assigned
 
 from hotkeyd.metrics import Metrics
 from hotkeyd.sources.kafka.source import KafkaSource

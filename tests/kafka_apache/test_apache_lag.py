@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from apache_broker import ApacheKafka
+from apache_broker import ApacheKafka, create_topic
 from kafka import KafkaProducer
-from kafka_testutil import create_topic
 from service.daemon import Daemon, Listener
 
 from hotkeyd.testing import RedisServer
