@@ -220,7 +220,7 @@ func (s *Subscriber) session(ctx context.Context) error {
 		return err
 	}
 	s.once.Do(func() { close(s.ready) })
-	lastResync := time.Now()
+	lastResync, lastExpire := time.Now(), time.Time{}
 	health := pingCheck{interval: s.o.HealthInterval, heard: time.Now()}
 	for {
 		msg, err := recv(100 * time.Millisecond)
@@ -235,7 +235,12 @@ func (s *Subscriber) session(ctx context.Context) error {
 		case pingDead:
 			return errNoPong
 		}
-		s.hot.Expire()
+		if now := time.Now(); now.Sub(lastExpire) >= expireEvery {
+			// A full scan: once per interval, never per message (a flood of small
+			// messages would otherwise cost O(hot keys) each and delay invalidations).
+			lastExpire = now
+			s.hot.Expire()
+		}
 		if time.Since(lastResync) >= s.o.ResyncEvery {
 			lastResync = time.Now()
 			if err := s.bootstrap(ctx, nil); err != nil {
@@ -372,6 +377,9 @@ func (s *Subscriber) subscribe(ctx context.Context, channels []string) (
 	}
 	return recv, ping, func() { cancel(); closeAll() }, nil
 }
+
+// expireEvery is how often the subscriber drops keys whose TTL ran out.
+const expireEvery = 100 * time.Millisecond
 
 // errNoPong: the subscription stayed silent and did not answer PING (a half-open
 // connection, e.g. a peer or middlebox that stopped forwarding without closing).
