@@ -72,7 +72,7 @@ if os.path.exists(os.path.join("native", "_sketchmodule.c")):
     ext_modules.append(
         Extension(
             "hotkeyd.sketch._sketch",
-            sources=_sources("murmur3.c", "sketch.c", "lines.c", "_sketchmodule.c"),
+            sources=_sources("murmur3.c", "keyhash.c", "sketch.c", "lines.c", "_sketchmodule.c"),
             include_dirs=["native"],
             extra_compile_args=CFLAGS,
         )

@@ -9,6 +9,7 @@
 #include <pythread.h>
 
 #include "lines.h"
+#include "keyhash.h"
 #include "murmur3.h"
 #include "sketch.h"
 
@@ -920,9 +921,29 @@ static PyObject *native_murmur3_32(PyObject *mod, PyObject *args) {
     return PyLong_FromUnsignedLong(h);
 }
 
+static PyObject *native_sketch_hash(PyObject *mod, PyObject *args) {
+    PyObject *okey;
+    unsigned long long seed = 0;
+    keyref k;
+    uint32_t h;
+    if (!PyArg_ParseTuple(args, "O|K:sketch_hash", &okey, &seed))
+        return NULL;
+    if (seed > 0xFFFFFFFFULL) {
+        PyErr_SetString(SketchError, "seed must be in [0, 4294967295]");
+        return NULL;
+    }
+    if (key_get(okey, &k))
+        return NULL;
+    h = hk_key_hash(k.p, (size_t)k.n, (uint32_t)seed);
+    key_release(&k);
+    return PyLong_FromUnsignedLong(h);
+}
+
 static PyMethodDef module_methods[] = {
     {"murmur3_32", native_murmur3_32, METH_VARARGS,
      "murmur3_32(key, seed=0) -> int: MurmurHash3 x86_32, unsigned (as mmh3.hash(signed=False))."},
+    {"sketch_hash", native_sketch_hash, METH_VARARGS,
+     "sketch_hash(key, seed=0) -> int: the 32-bit hash the sketches place a key with."},
     {NULL, NULL, 0, NULL},
 };
 

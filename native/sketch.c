@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "murmur3.h"
+#include "keyhash.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -602,11 +602,11 @@ static inline void update_hashed(sk_sketch *s, const void *key, uint32_t len, ui
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count) {
     if (count == 0)
         return;
-    update_hashed(s, key, (uint32_t)len, hk_murmur3_32(key, len, s->seed), count);
+    update_hashed(s, key, (uint32_t)len, hk_key_hash(key, len, s->seed), count);
 }
 
 uint32_t sk_hash(const sk_sketch *s, const void *key, size_t len) {
-    return hk_murmur3_32(key, len, s->seed);
+    return hk_key_hash(key, len, s->seed);
 }
 
 void sk_agg_init(sk_agg *a) {
@@ -718,7 +718,7 @@ void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t c
     uint32_t h;
     if (count == 0 || sk_agg_repeat(a, key, (uint32_t)len, count))
         return;
-    h = hk_murmur3_32(key, len, s->seed);
+    h = hk_key_hash(key, len, s->seed);
     if (sk_agg_push(a, key, (uint32_t)len, h, count)) {
         sk_agg_flush(s, a);
         sk_agg_push(a, key, (uint32_t)len, h, count);
@@ -726,7 +726,7 @@ void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t c
 }
 
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
-    uint32_t h = hk_murmur3_32(key, len, s->seed), idx[SK_MAX_DEPTH], i, est;
+    uint32_t h = hk_key_hash(key, len, s->seed), idx[SK_MAX_DEPTH], i, est;
     int64_t pos;
     row_indexes(h, s->width, s->depth, idx);
     if (s->kind == SK_KIND_HEAVYKEEPER) {
@@ -879,7 +879,7 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     off = 0;
     for (j = 0; j < n; j++) {
         const unsigned char *key = keys + off;
-        uint32_t h = hk_murmur3_32(key, lens[j], dst->seed), idx[SK_MAX_DEPTH], r,
+        uint32_t h = hk_key_hash(key, lens[j], dst->seed), idx[SK_MAX_DEPTH], r,
                  est = SK_COUNT_MAX;
         row_indexes(h, dst->width, dst->depth, idx);
         for (r = 0; r < dst->depth; r++) {
@@ -1044,7 +1044,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
             (uint64_t)s->live_bytes + klen > s->key_bytes)
             goto corrupt;
         key = buf + pos;
-        h = hk_murmur3_32(key, klen, pr.seed);
+        h = hk_key_hash(key, klen, pr.seed);
         if (heap_find(s, h, key, klen) >= 0)
             goto corrupt;
         if (i > 0 && count < s->heap[(i - 1) / 2].count)

@@ -42,7 +42,7 @@
 
 #define SK_UNSET INT64_MIN
 
-#define SK_SERIAL_VERSION 3u /* 3: space-eviction counter in the header; 2: two-slot buckets */
+#define SK_SERIAL_VERSION 4u /* 4: keys of 32+ bytes hashed by hk_long_hash; 3: space-eviction counter in the header; 2: two-slot buckets */
 #define SK_HEADER_SIZE 56u
 
 typedef struct {

@@ -37,6 +37,7 @@ __all__ = [
     "SketchLike",
     "murmur3_32",
     "new_sketch",
+    "sketch_hash",
 ]
 
 
@@ -93,11 +94,12 @@ def _load() -> tuple[Any, str]:
 _impl, IMPLEMENTATION = _load()
 if TYPE_CHECKING:
     # Type checkers see the classes of the stub (_sketch.pyi); the twin has the same API.
-    from hotkeyd.sketch._sketch import CountMinTopK, HeavyKeeper, murmur3_32
+    from hotkeyd.sketch._sketch import CountMinTopK, HeavyKeeper, murmur3_32, sketch_hash
 else:
     HeavyKeeper = _impl.HeavyKeeper
     CountMinTopK = _impl.CountMinTopK
     murmur3_32 = _impl.murmur3_32
+    sketch_hash = _impl.sketch_hash
 
 _KINDS = {"heavykeeper": "HeavyKeeper", "countmin": "CountMinTopK"}
 

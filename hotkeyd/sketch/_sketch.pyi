@@ -5,6 +5,7 @@ from typing import Any
 from typing_extensions import Self
 
 def murmur3_32(key: bytes | str | bytearray | memoryview, seed: int = 0) -> int: ...
+def sketch_hash(key: bytes | str | bytearray | memoryview, seed: int = 0) -> int: ...
 
 class _SketchBase:
     def __new__(

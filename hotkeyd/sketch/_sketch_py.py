@@ -30,7 +30,7 @@ try:
 except ImportError:  # pragma: no cover - mmh3 is a dependency; kept for bare installs
     _mmh3_hash = None
 
-__all__ = ["CountMinTopK", "HeavyKeeper", "murmur3_32"]
+__all__ = ["CountMinTopK", "HeavyKeeper", "murmur3_32", "sketch_hash"]
 
 M32 = 0xFFFFFFFF
 M64 = 0xFFFFFFFFFFFFFFFF
@@ -55,7 +55,7 @@ CELL_SIZE = {KIND_HEAVYKEEPER: 8 * HK_SLOTS, KIND_COUNTMIN: 4}  # bytes per buck
 WORDS = {KIND_HEAVYKEEPER: HK_SLOTS, KIND_COUNTMIN: 1}  # stored words per bucket
 DECAY_NUM = 25  # b = DECAY_DEN / DECAY_NUM = 1.08
 DECAY_DEN = 27
-SERIAL_VERSION = 3  # 3: space-eviction counter in the header; 2: two-slot buckets
+SERIAL_VERSION = 4  # 4: keys of 32+ bytes hashed by _long_hash; 3: space-eviction counter in the header; 2: two-slot buckets
 MAGIC = b"HKSK"
 _HEADER = struct.Struct("<4sHBBIIIIIIIIQII")
 HEADER_SIZE = _HEADER.size  # 56
@@ -107,6 +107,51 @@ def _fmix64(x: int) -> int:
     x = (x * 0xC4CEB9FE1A85EC53) & M64
     x ^= x >> 33
     return x
+
+
+LONG_KEY = 32  # keys this long or longer use _long_hash (HK_LONG_KEY in native/keyhash.h)
+_LH_P0 = 0x9E3779B97F4A7C15
+_LH_P1 = 0xC2B2AE3D27D4EB4F
+# The first 18 outputs of SplitMix64 from state 0 (S in native/keyhash.c).
+_LH_S = (
+    0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F, 0xF88BB8A8724C81EC,
+    0x1B39896A51A8749B, 0x53CB9F0C747EA2EA, 0x2C829ABE1F4532E1, 0xC584133AC916AB3C,
+    0x3EE5789041C98AC3, 0xF3B8488C368CB0A6, 0x657EECDD3CB13D09, 0xC2D326E0055BDEF6,
+    0x8621A03FE0BBDB7B, 0x8E1F7555983AA92F, 0xB54E0F1600CC4D19, 0x84BB3F97971D80AB,
+    0x7D29825C75521255, 0xC3CF17102B7F7F86,
+)  # fmt: skip
+
+
+def _long_hash(data: bytes, seed: int) -> int:
+    """The multiply-fold hash of keys of 32+ bytes, exactly as ``hk_long_hash`` in C."""
+    n = len(data)
+    s64 = (seed * _LH_P0) & M64
+    acc = n * _LH_P1 + s64
+    words = struct.unpack_from(f"<{(n // 16) * 2}Q", data)
+    for i in range(n // 16):
+        r = (words[2 * i] ^ ((_LH_S[(2 * i) & 15] + s64 + i) & M64)) * (
+            words[2 * i + 1] ^ ((_LH_S[(2 * i + 1) & 15] - s64 - i) & M64)
+        )
+        acc += (r & M64) ^ (r >> 64)
+    if n & 15:
+        a, b = struct.unpack_from("<QQ", data, n - 16)
+        r = (a ^ ((_LH_S[16] + s64) & M64)) * (b ^ ((_LH_S[17] - s64) & M64))
+        acc += (r & M64) ^ (r >> 64)
+    h = _fmix64(acc & M64)
+    return (h ^ (h >> 32)) & M32
+
+
+def sketch_hash(key: Any, seed: int = 0) -> int:
+    """The 32-bit hash the sketches place ``key`` with (``sketch_hash`` in the C core):
+    MurmurHash3 x86_32 for keys under 32 bytes, ``_long_hash`` for longer ones."""
+    kb = _key_bytes(key)
+    if not 0 <= seed <= M32:
+        raise SketchError("seed must be in [0, 4294967295]")
+    return murmur3_32(kb, seed) if len(kb) < LONG_KEY else _long_hash(kb, seed)
+
+
+def _hash(key: bytes, seed: int) -> int:
+    return murmur3_32(key, seed) if len(key) < LONG_KEY else _long_hash(key, seed)
 
 
 def _row_indexes(h: int, width: int, depth: int) -> list[int]:
@@ -489,7 +534,7 @@ class _Sketch:
     def _update_one(self, key: bytes, n: int) -> None:
         if n == 0:
             return
-        h = murmur3_32(key, self._seed)
+        h = _hash(key, self._seed)
         self._offer(key, h, self._update_cells(h, n))
 
     def _add(self, agg: dict[bytes, int], key: bytes, n: int) -> None:
@@ -595,7 +640,7 @@ class _Sketch:
         kb = _key_bytes(key)
         self._check_len(kb)
         with self._lock:
-            h = murmur3_32(kb, self._seed)
+            h = _hash(kb, self._seed)
             est = self._cell_estimate(h)
             pos = self._index.get(kb)
             if pos is not None:
@@ -731,7 +776,7 @@ class _Sketch:
                 raise corrupt
             if i > 0 and count < self._heap[(i - 1) // 2][0]:
                 raise corrupt
-            self._heap.append([count, murmur3_32(key, seed), key])
+            self._heap.append([count, _hash(key, seed), key])
             self._index[key] = i
             self._live += klen
             pos += klen
@@ -877,5 +922,5 @@ class CountMinTopK(_Sketch):
         self._index = {}
         self._live = 0  # space_evictions is kept: rebuilding adds to it, never forgets
         for key in cands:
-            h = murmur3_32(key, self._seed)
+            h = _hash(key, self._seed)
             self._offer(key, h, self._cell_estimate(h))

@@ -1,0 +1,75 @@
+/* See keyhash.h. The specification, shared with the twin:
+ *   s64 = seed * P0;  acc = len * P1 + s64   (all arithmetic mod 2^64)
+ *   for each full 16-byte block i (little-endian words a, b):
+ *       acc += fold(a ^ (S[2i mod 16] + s64 + i), b ^ (S[2i+1 mod 16] - s64 - i))
+ *   if len is not a multiple of 16, the last 16 bytes (a, b) once more:
+ *       acc += fold(a ^ (S[16] + s64), b ^ (S[17] - s64))
+ *   h = fmix64(acc);  result = (h ^ (h >> 32)) mod 2^32
+ * where fold(x, y) = low64(x*y) ^ high64(x*y) of the 128-bit product and S are the
+ * first 18 outputs of SplitMix64 from state 0. */
+#include "keyhash.h"
+
+#include <string.h>
+
+#include "murmur3.h"
+
+#define P0 0x9E3779B97F4A7C15ull
+#define P1 0xC2B2AE3D27D4EB4Full
+
+static const uint64_t S[18] = {
+    0xE220A8397B1DCDAFull, 0x6E789E6AA1B965F4ull, 0x06C45D188009454Full, 0xF88BB8A8724C81ECull,
+    0x1B39896A51A8749Bull, 0x53CB9F0C747EA2EAull, 0x2C829ABE1F4532E1ull, 0xC584133AC916AB3Cull,
+    0x3EE5789041C98AC3ull, 0xF3B8488C368CB0A6ull, 0x657EECDD3CB13D09ull, 0xC2D326E0055BDEF6ull,
+    0x8621A03FE0BBDB7Bull, 0x8E1F7555983AA92Full, 0xB54E0F1600CC4D19ull, 0x84BB3F97971D80ABull,
+    0x7D29825C75521255ull, 0xC3CF17102B7F7F86ull,
+};
+
+static inline uint64_t load_le64(const unsigned char *p) {
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
+           ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
+           ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+}
+
+static inline uint64_t fold(uint64_t x, uint64_t y) {
+#ifdef __SIZEOF_INT128__
+    __uint128_t r = (__uint128_t)x * y;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+#else
+    uint64_t xl = x & 0xFFFFFFFFu, xh = x >> 32, yl = y & 0xFFFFFFFFu, yh = y >> 32;
+    uint64_t ll = xl * yl, lh = xl * yh, hl = xh * yl, hh = xh * yh;
+    uint64_t mid = (ll >> 32) + (lh & 0xFFFFFFFFu) + (hl & 0xFFFFFFFFu);
+    uint64_t lo = (mid << 32) | (ll & 0xFFFFFFFFu);
+    uint64_t hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+    return lo ^ hi;
+#endif
+}
+
+static inline uint64_t fmix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+uint32_t hk_long_hash(const void *key, size_t len, uint32_t seed) {
+    const unsigned char *p = (const unsigned char *)key;
+    const uint64_t s64 = (uint64_t)seed * P0;
+    const size_t nblocks = len / 16;
+    uint64_t acc = (uint64_t)len * P1 + s64, h;
+    size_t i;
+    for (i = 0; i < nblocks; i++) {
+        const unsigned char *b = p + i * 16;
+        acc += fold(load_le64(b) ^ (S[(2 * i) & 15] + s64 + i),
+                    load_le64(b + 8) ^ (S[(2 * i + 1) & 15] - s64 - i));
+    }
+    if (len & 15u)
+        acc += fold(load_le64(p + len - 16) ^ (S[16] + s64), load_le64(p + len - 8) ^ (S[17] - s64));
+    h = fmix64(acc);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+uint32_t hk_key_hash(const void *key, size_t len, uint32_t seed) {
+    return len < HK_LONG_KEY ? hk_murmur3_32(key, len, seed) : hk_long_hash(key, len, seed);
+}
