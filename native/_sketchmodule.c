@@ -903,12 +903,14 @@ static PyTypeObject CountMinType = {
     .tp_repr = (reprfunc)Sketch_repr,
 };
 
-static PyObject *native_murmur3_32(PyObject *mod, PyObject *args) {
+/* murmur3_32 and sketch_hash: parse (key, seed=0), check the seed, hash. */
+static PyObject *hash_call(PyObject *args, const char *fmt,
+                           uint32_t (*fn)(const void *, size_t, uint32_t)) {
     PyObject *okey;
     unsigned long long seed = 0;
     keyref k;
     uint32_t h;
-    if (!PyArg_ParseTuple(args, "O|K:murmur3_32", &okey, &seed))
+    if (!PyArg_ParseTuple(args, fmt, &okey, &seed))
         return NULL;
     if (seed > 0xFFFFFFFFULL) {
         PyErr_SetString(SketchError, "seed must be in [0, 4294967295]");
@@ -916,27 +918,19 @@ static PyObject *native_murmur3_32(PyObject *mod, PyObject *args) {
     }
     if (key_get(okey, &k))
         return NULL;
-    h = hk_murmur3_32(k.p, (size_t)k.n, (uint32_t)seed);
+    h = fn(k.p, (size_t)k.n, (uint32_t)seed);
     key_release(&k);
     return PyLong_FromUnsignedLong(h);
 }
 
+static PyObject *native_murmur3_32(PyObject *mod, PyObject *args) {
+    (void)mod;
+    return hash_call(args, "O|K:murmur3_32", hk_murmur3_32);
+}
+
 static PyObject *native_sketch_hash(PyObject *mod, PyObject *args) {
-    PyObject *okey;
-    unsigned long long seed = 0;
-    keyref k;
-    uint32_t h;
-    if (!PyArg_ParseTuple(args, "O|K:sketch_hash", &okey, &seed))
-        return NULL;
-    if (seed > 0xFFFFFFFFULL) {
-        PyErr_SetString(SketchError, "seed must be in [0, 4294967295]");
-        return NULL;
-    }
-    if (key_get(okey, &k))
-        return NULL;
-    h = hk_key_hash(k.p, (size_t)k.n, (uint32_t)seed);
-    key_release(&k);
-    return PyLong_FromUnsignedLong(h);
+    (void)mod;
+    return hash_call(args, "O|K:sketch_hash", hk_key_hash);
 }
 
 static PyMethodDef module_methods[] = {

@@ -4,7 +4,7 @@
  *       acc += fold(a ^ (S[2i mod 16] + s64 + i), b ^ (S[2i+1 mod 16] - s64 - i))
  *   if len is not a multiple of 16, the last 16 bytes (a, b) once more:
  *       acc += fold(a ^ (S[16] + s64), b ^ (S[17] - s64))
- *   h = fmix64(acc);  result = (h ^ (h >> 32)) mod 2^32
+ *   h = hk_fmix64(acc);  result = (h ^ (h >> 32)) mod 2^32
  * where fold(x, y) = low64(x*y) ^ high64(x*y) of the 128-bit product and S are the
  * first 18 outputs of SplitMix64 from state 0. */
 #include "keyhash.h"
@@ -44,15 +44,6 @@ static inline uint64_t fold(uint64_t x, uint64_t y) {
 #endif
 }
 
-static inline uint64_t fmix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDull;
-    x ^= x >> 33;
-    x *= 0xC4CEB9FE1A85EC53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 uint32_t hk_long_hash(const void *key, size_t len, uint32_t seed) {
     const unsigned char *p = (const unsigned char *)key;
     const uint64_t s64 = (uint64_t)seed * P0;
@@ -66,7 +57,7 @@ uint32_t hk_long_hash(const void *key, size_t len, uint32_t seed) {
     }
     if (len & 15u)
         acc += fold(load_le64(p + len - 16) ^ (S[16] + s64), load_le64(p + len - 8) ^ (S[17] - s64));
-    h = fmix64(acc);
+    h = hk_fmix64(acc);
     return (uint32_t)(h ^ (h >> 32));
 }
 

@@ -13,6 +13,16 @@
 
 #define HK_LONG_KEY 32u
 
+/* MurmurHash3's 64-bit finalizer (the sketch also derives row indexes with it). */
+static inline uint64_t hk_fmix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
 uint32_t hk_long_hash(const void *key, size_t len, uint32_t seed);
 uint32_t hk_key_hash(const void *key, size_t len, uint32_t seed);
 

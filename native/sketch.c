@@ -22,14 +22,6 @@ static inline uint64_t mulhi64(uint64_t a, uint64_t b) {
 #endif
 }
 
-static inline uint64_t fmix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 static inline uint64_t rng_next(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -44,7 +36,7 @@ static inline uint32_t sat_add(uint32_t a, uint32_t b) {
 }
 
 static inline void row_indexes(uint32_t h, uint32_t width, uint32_t depth, uint32_t *idx) {
-    uint64_t m = fmix64((uint64_t)h);
+    uint64_t m = hk_fmix64((uint64_t)h);
     uint32_t h1 = (uint32_t)m, h2 = (uint32_t)(m >> 32) | 1u;
     uint32_t i;
     for (i = 0; i < depth; i++) {
