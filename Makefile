@@ -83,9 +83,9 @@ test-go:            ## the Go client (clients/go): vet, race-checked tests, the 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm test
 
-# C files formatted with .clang-format so far (the sketch bindings join once their
-# rewrite has landed; add them here and in .pre-commit-config.yaml).
-CLANG_FORMATTED := native/_monitormodule.c native/_tracemodule.c
+# C files formatted with .clang-format (the C bindings; add others here and in
+# .pre-commit-config.yaml once formatted).
+CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c
 
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks examples

@@ -27,7 +27,8 @@ static PyObject *SerializationError;
  * PyThread lock (created held) that waiters block on. Uncontended take/give is one
  * atomic add each instead of a semaphore round trip (~20 ns of a ~60 ns update() call). */
 typedef struct {
-    PyObject_HEAD sk_sketch *sk;
+    PyObject_HEAD
+    sk_sketch *sk;
     PyThread_type_lock lock;
     int users; /* holders + waiters */
 } SketchObject;
@@ -303,16 +304,43 @@ static int counts_from_buffer(PyObject *o, Py_ssize_t n, uint32_t *out) {
         int is_signed = code >= 'a';
         switch (v.itemsize) {
         case 1:
-            if (is_signed) s = *(const signed char *)p; else u = *(const unsigned char *)p;
+            if (is_signed)
+                s = *(const signed char *)p;
+            else
+                u = *(const unsigned char *)p;
             break;
         case 2:
-            if (is_signed) { int16_t t; memcpy(&t, p, 2); s = t; } else { uint16_t t; memcpy(&t, p, 2); u = t; }
+            if (is_signed) {
+                int16_t t;
+                memcpy(&t, p, 2);
+                s = t;
+            } else {
+                uint16_t t;
+                memcpy(&t, p, 2);
+                u = t;
+            }
             break;
         case 4:
-            if (is_signed) { int32_t t; memcpy(&t, p, 4); s = t; } else { uint32_t t; memcpy(&t, p, 4); u = t; }
+            if (is_signed) {
+                int32_t t;
+                memcpy(&t, p, 4);
+                s = t;
+            } else {
+                uint32_t t;
+                memcpy(&t, p, 4);
+                u = t;
+            }
             break;
         case 8:
-            if (is_signed) { int64_t t; memcpy(&t, p, 8); s = t; } else { uint64_t t; memcpy(&t, p, 8); u = t; }
+            if (is_signed) {
+                int64_t t;
+                memcpy(&t, p, 8);
+                s = t;
+            } else {
+                uint64_t t;
+                memcpy(&t, p, 8);
+                u = t;
+            }
             break;
         default:
             ok = 0;
@@ -802,14 +830,14 @@ static Py_ssize_t Sketch_len(SketchObject *self) {
 static PyObject *Sketch_repr(SketchObject *self) {
     const char *name = strrchr(Py_TYPE(self)->tp_name, '.');
     name = name ? name + 1 : Py_TYPE(self)->tp_name;
-    return PyUnicode_FromFormat("%s(k=%u, width=%u, depth=%u, seed=%u, max_key_len=%u, nbytes=%llu)",
-                                name, self->sk->k, self->sk->width,
-                                self->sk->depth, self->sk->seed, self->sk->max_key_len,
-                                (unsigned long long)sk_nbytes(self->sk));
+    return PyUnicode_FromFormat(
+        "%s(k=%u, width=%u, depth=%u, seed=%u, max_key_len=%u, nbytes=%llu)", name, self->sk->k,
+        self->sk->width, self->sk->depth, self->sk->seed, self->sk->max_key_len,
+        (unsigned long long)sk_nbytes(self->sk));
 }
 
 #define GETTER(name, expr)                                                                         \
-    static PyObject *Sketch_get_##name(SketchObject *self, void *c) {                             \
+    static PyObject *Sketch_get_##name(SketchObject *self, void *c) {                              \
         return PyLong_FromUnsignedLongLong((unsigned long long)(expr));                            \
     }
 GETTER(k, self->sk->k)
@@ -837,15 +865,16 @@ static PyGetSetDef Sketch_getset[] = {
 };
 
 #define COMMON_METHODS                                                                             \
-    {"update", (PyCFunction)(void (*)(void))Sketch_update, METH_FASTCALL | METH_KEYWORDS,         \
+    {"update", (PyCFunction)(void (*)(void))Sketch_update, METH_FASTCALL | METH_KEYWORDS,          \
      "update(key, count=1)"},                                                                      \
         {"update_many", (PyCFunction)(void (*)(void))Sketch_update_many,                           \
          METH_VARARGS | METH_KEYWORDS, "update_many(keys, counts=None)"},                          \
         {"update_lines", (PyCFunction)(void (*)(void))Sketch_update_lines,                         \
-         METH_VARARGS | METH_KEYWORDS, "update_lines(buf, counted=False) -> (events, oversized, malformed)"}, \
+         METH_VARARGS | METH_KEYWORDS,                                                             \
+         "update_lines(buf, counted=False) -> (events, oversized, malformed)"},                    \
         {"topk", (PyCFunction)(void (*)(void))Sketch_topk, METH_VARARGS | METH_KEYWORDS,           \
          "topk(n=None) -> list of (key, count)"},                                                  \
-        {"estimate", (PyCFunction)Sketch_estimate, METH_O, "estimate(key) -> int"},               \
+        {"estimate", (PyCFunction)Sketch_estimate, METH_O, "estimate(key) -> int"},                \
         {"decay", (PyCFunction)Sketch_decay, METH_O, "decay(factor)"},                             \
         {"clear", (PyCFunction)Sketch_clear, METH_NOARGS, "clear()"},                              \
         {"to_bytes", (PyCFunction)Sketch_to_bytes, METH_NOARGS, "to_bytes() -> bytes"},            \
@@ -863,17 +892,20 @@ static PySequenceMethods Sketch_as_sequence = {
 };
 
 static PyTypeObject HeavyKeeperType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd.sketch._sketch.HeavyKeeper",
+    PyVarObject_HEAD_INIT(NULL, 0) /* (the macro brings its own comma) */
+        .tp_name = "hotkeyd.sketch._sketch.HeavyKeeper",
     .tp_basicsize = sizeof(SketchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "HeavyKeeper(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
-              "key_bytes=None)\n\n"
-              "HeavyKeeper top-k sketch (Gong et al., USENIX ATC 2018), C core.\n\n"
-              "memory is the total byte budget (buckets, heap, index and key arena); nbytes never\n"
-              "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.HeavyKeeper for the same seed.\n\n"
-              "Thread safety: each object has its own lock, taken around every method, so sharing\n"
-              "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
-              "See docs/sketch.md.",
+    .tp_doc =
+        "HeavyKeeper(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
+        "key_bytes=None)\n\n"
+        "HeavyKeeper top-k sketch (Gong et al., USENIX ATC 2018), C core.\n\n"
+        "memory is the total byte budget (buckets, heap, index and key arena); nbytes never\n"
+        "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.HeavyKeeper for the same "
+        "seed.\n\n"
+        "Thread safety: each object has its own lock, taken around every method, so sharing\n"
+        "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
+        "See docs/sketch.md.",
     .tp_new = Sketch_new,
     .tp_dealloc = (destructor)Sketch_dealloc,
     .tp_methods = HeavyKeeper_methods,
@@ -883,18 +915,21 @@ static PyTypeObject HeavyKeeperType = {
 };
 
 static PyTypeObject CountMinType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hotkeyd.sketch._sketch.CountMinTopK",
+    PyVarObject_HEAD_INIT(NULL, 0) /* (the macro brings its own comma) */
+        .tp_name = "hotkeyd.sketch._sketch.CountMinTopK",
     .tp_basicsize = sizeof(SketchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "CountMinTopK(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
-              "key_bytes=None)\n\n"
-              "Count-Min sketch with conservative update and a top-k heap, C core. Mergeable with a\n"
-              "sketch of the same width, depth, seed and max_key_len.\n\n"
-              "memory is the total byte budget (counters, heap, index and key arena); nbytes never\n"
-              "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.CountMinTopK for the same seed.\n\n"
-              "Thread safety: each object has its own lock, taken around every method, so sharing\n"
-              "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
-              "See docs/sketch.md.",
+    .tp_doc =
+        "CountMinTopK(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
+        "key_bytes=None)\n\n"
+        "Count-Min sketch with conservative update and a top-k heap, C core. Mergeable with a\n"
+        "sketch of the same width, depth, seed and max_key_len.\n\n"
+        "memory is the total byte budget (counters, heap, index and key arena); nbytes never\n"
+        "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.CountMinTopK for the same "
+        "seed.\n\n"
+        "Thread safety: each object has its own lock, taken around every method, so sharing\n"
+        "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
+        "See docs/sketch.md.",
     .tp_new = Sketch_new,
     .tp_dealloc = (destructor)Sketch_dealloc,
     .tp_methods = CountMin_methods,
@@ -941,33 +976,42 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "hotkeyd.sketch._sketch", "C core of the hotkeyd top-k sketches.", -1,
-    module_methods,        NULL, NULL, NULL, NULL,
+/* Multi-phase initialization (PEP 489): the import system creates the module object and
+ * sketch_exec fills it in. The types are static and the error classes are looked up once,
+ * so there is no per-module state (m_size 0); a second module object shares them. */
+static int sketch_exec(PyObject *m) {
+    sk_tables_init();
+    if (!SketchError || !SerializationError) {
+        PyObject *errors = PyImport_ImportModule("hotkeyd.errors");
+        if (!errors)
+            return -1;
+        Py_XSETREF(SketchError, PyObject_GetAttrString(errors, "SketchError"));
+        Py_XSETREF(SerializationError, PyObject_GetAttrString(errors, "SerializationError"));
+        Py_DECREF(errors);
+        if (!SketchError || !SerializationError)
+            return -1;
+    }
+    if (PyType_Ready(&HeavyKeeperType) < 0 || PyType_Ready(&CountMinType) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "HeavyKeeper", (PyObject *)&HeavyKeeperType) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "CountMinTopK", (PyObject *)&CountMinType) < 0)
+        return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot sketch_slots[] = {
+    {Py_mod_exec, sketch_exec},
+    {0, NULL},
 };
 
-PyMODINIT_FUNC PyInit__sketch(void) {
-    PyObject *m, *errors;
-    sk_tables_init();
-    errors = PyImport_ImportModule("hotkeyd.errors");
-    if (!errors)
-        return NULL;
-    SketchError = PyObject_GetAttrString(errors, "SketchError");
-    SerializationError = PyObject_GetAttrString(errors, "SerializationError");
-    Py_DECREF(errors);
-    if (!SketchError || !SerializationError)
-        return NULL;
-    if (PyType_Ready(&HeavyKeeperType) < 0 || PyType_Ready(&CountMinType) < 0)
-        return NULL;
-    m = PyModule_Create(&native_module);
-    if (!m)
-        return NULL;
-    Py_INCREF(&HeavyKeeperType);
-    Py_INCREF(&CountMinType);
-    if (PyModule_AddObject(m, "HeavyKeeper", (PyObject *)&HeavyKeeperType) < 0 ||
-        PyModule_AddObject(m, "CountMinTopK", (PyObject *)&CountMinType) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hotkeyd.sketch._sketch",
+    .m_doc = "C core of the hotkeyd top-k sketches.",
+    .m_size = 0,
+    .m_methods = module_methods,
+    .m_slots = sketch_slots,
+};
+
+PyMODINIT_FUNC PyInit__sketch(void) { return PyModuleDef_Init(&native_module); }

@@ -251,3 +251,19 @@ def test_new_sketch() -> None:
         new_sketch(1)  # type: ignore[arg-type]
     with pytest.raises(SketchError):
         new_sketch("countmin", k=0)
+
+
+def test_the_c_module_uses_multi_phase_init() -> None:
+    """PEP 489: the import system creates each module object; the exec slot fills it."""
+    import importlib.util
+
+    from hotkeyd.sketch import _sketch
+
+    spec = _sketch.__spec__
+    assert spec is not None and spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    assert not hasattr(again, "HeavyKeeper")  # a single-phase module comes back filled
+    spec.loader.exec_module(again)
+    assert again is not _sketch and again.HeavyKeeper is _sketch.HeavyKeeper
+    with pytest.raises(SketchError):  # the error classes survive a second exec
+        again.HeavyKeeper(k=0, memory=65536)
