@@ -651,17 +651,20 @@ uint32_t sk_agg_drain(sk_agg *a, sk_agg_entry *out) {
 }
 
 int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t count) {
+    const uint32_t tag = h & 0xFFFF0000u;
     uint32_t i;
     for (i = h & (SK_AGG_SLOTS - 1);; i = (i + 1) & (SK_AGG_SLOTS - 1)) {
         uint32_t v = a->slot[i];
         sk_agg_entry *e;
         if (!v)
             break;
-        e = &a->e[v - 1];
+        if ((v & 0xFFFF0000u) != tag)
+            continue;
+        e = &a->e[(v & 0xFFFFu) - 1];
         if (e->hash == h && e->len == len &&
             (e->key == key || bytes_eq(e->key, (const unsigned char *)key, len))) {
             e->count = sat_add(e->count, count);
-            a->last = v;
+            a->last = v & 0xFFFFu;
             return 0;
         }
     }
@@ -671,7 +674,7 @@ int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t c
     a->e[a->n].len = len;
     a->e[a->n].hash = h;
     a->e[a->n].count = count;
-    a->slot[i] = (uint16_t)++a->n;
+    a->slot[i] = tag | ++a->n;
     a->last = a->n;
     return 0;
 }

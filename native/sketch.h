@@ -82,7 +82,9 @@ typedef struct {
 typedef struct {
     uint32_t n;
     uint32_t last; /* entry of the previous event + 1, 0 = none (runs skip the hash) */
-    uint16_t slot[SK_AGG_SLOTS]; /* entry index + 1, 0 = empty */
+    /* entry index + 1 (low 16 bits, 0 = empty) and the key hash's high 16 bits: a probe
+     * reads an entry (96 KiB of them, past L1) only when the tags match. */
+    uint32_t slot[SK_AGG_SLOTS];
     sk_agg_entry e[SK_AGG_CAP];
 } sk_agg;
 
