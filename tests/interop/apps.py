@@ -9,7 +9,8 @@ host:port,...``, ``--key``, ``--rate`` (reads/s), ``--cold-keys N``, ``--namespa
 
 - stdout, one JSON object per line, each with ``t``, the unix time in ms when it happened
   (the apps share the host's clock): ``{"event":"ready"}`` once bootstrapped;
-  ``{"event":"value","value":...}`` whenever the value it reads changes;
+  ``{"event":"value","value":...,"prev_t":...}`` whenever the value it reads changes
+  (``prev_t``: when the previous read, still the old value, returned);
   ``{"event":"stats","reads":N,"hot":bool,...}`` every second; ``{"event":"wrote"}``
   after a write; ``{"event":"done","reads":N,...}`` at the end.
 - stdin: ``set <value>`` writes the key through the cache (SET + invalidation);

@@ -67,12 +67,15 @@ def main() -> None:
     last_stats = time.monotonic()
     reads = errors = i = 0
     last: Any = object()
+    prev_t = 0.0  # when the previous read (still the old value) returned (unix ms)
     while not stop.is_set() and time.monotonic() < end:
         try:
             v = cache.get(a.key)
+            now_t = time.time() * 1000.0
             if v != last:
                 last = v
-                emit(event="value", value=None if v is None else v.decode())
+                emit(event="value", value=None if v is None else v.decode(), prev_t=prev_t)
+            prev_t = now_t
         except redis.RedisError:
             errors += 1
         reads += 1

@@ -5,8 +5,9 @@ per language (Python, Go, Node and, where built, Java) reads one key through its
 HotCache at 2,000 reads/s with cold reads mixed in. Nobody feeds the daemon by hand:
 MONITOR shows it what reaches Redis, each SDK's demand reports what its cache served.
 The key must turn hot once and stay hot (no cool while the load lasts), Redis must serve
-at most 2 % of the apps' reads of it (INFO keyspace_hits on the server), and a write
-through any language's HotCache must be read by every other app within 100 ms.
+at most 2 % of the apps' reads of it (INFO keyspace_hits on the server), and once a write
+through any language's HotCache returns, no other app may serve the old value for more
+than 100 ms (measured in the apps' own clock: each one's last read of the old value).
 
 Cost: about 20 s on a single node, 35 s on a 3-primary Redis Cluster (with replicas).
 """
@@ -127,12 +128,15 @@ def _scenario(
                         5,
                         f"the value written by {writer.lang}",
                     )
-                    # Both times come from the apps (one host clock): from the write having
-                    # returned to the other app's first read of the new value. The test's own
-                    # scheduling (pipes, threads) is not in it.
-                    lag = max(0.0, (seen["t"] - wrote["t"]) / 1000.0)
-                    lags.append(lag)
-                    pairs.append((writer.lang, other.lang, lag))
+                    # Both times come from the apps (one host clock), so the test's own
+                    # scheduling (pipes, threads) is not in them. The bound is on staleness:
+                    # how long after the write returned the other app still SERVED the old
+                    # value (its last read of it, prev_t). The first read of the new value
+                    # (t) also counts the app being descheduled, serving nothing, on a loaded
+                    # box; that is printed, and bounded by the 5 s wait above.
+                    lags.append(max(0.0, (seen["t"] - wrote["t"]) / 1000.0))
+                    stale = max(0.0, (seen["prev_t"] - wrote["t"]) / 1000.0)
+                    pairs.append((writer.lang, other.lang, stale))
                 time.sleep(0.2)
             finals = [a.stop() for a in apps]
             cools_during = [t for t, k in watcher.seen.cool if k == key.encode()]
@@ -144,7 +148,8 @@ def _scenario(
     print(
         f"polyglot {langs}{' sharded' if ns.sharded else ''}: Redis served {share:.3%} of {r2 - r1} reads; "
         f"write->read lag median {statistics.median(lags) * 1000:.1f} ms, "
-        f"max {max(lags) * 1000:.1f} ms over {len(lags)}; hot events {len(hots)}, "
+        f"max {max(lags) * 1000:.1f} ms over {len(lags)}; old value served up to "
+        f"{max(s for _, _, s in pairs) * 1000:.1f} ms after a write; hot events {len(hots)}, "
         f"cool events during the load {len(cools_during)}"
     )
     assert all(f["reads"] > 0 and f.get("errors", 0) == 0 for f in finals), finals
@@ -152,8 +157,10 @@ def _scenario(
     assert cools_during == [], "the key cooled while every app was still reading it"
     assert r2 - r1 >= 0.5 * RATE * len(apps) * 8, f"apps read too little ({r2 - r1})"
     assert share <= 0.02, f"Redis served {share:.2%} of the apps' reads after detection"
-    slow = [(w, o, f"{lag * 1000:.0f} ms") for w, o, lag in pairs if lag > WRITE_BOUND]
-    assert not slow, f"writes read elsewhere later than {WRITE_BOUND * 1000:.0f} ms: {slow}"
+    slow = [(w, o, f"{s * 1000:.0f} ms") for w, o, s in pairs if s > WRITE_BOUND]
+    assert not slow, (
+        f"old value served later than {WRITE_BOUND * 1000:.0f} ms after a write: {slow}"
+    )
 
 
 def test_every_language_single_node(redis_server: RedisServer, unique: str, tmp_path: Path) -> None:

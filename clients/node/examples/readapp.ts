@@ -51,13 +51,16 @@ let lastStats = Date.now();
 let reads = 0;
 let errors = 0;
 let last: string | null | undefined = undefined;
+let prevT = 0; // when the previous read (still the old value) returned (unix ms)
 for (let i = 0; !stopped && Date.now() < end; i++) {
   try {
     const v = await cache.get(a.key);
+    const nowT = performance.timeOrigin + performance.now();
     if (v !== last) {
       last = v;
-      emit({ event: "value", value: v });
+      emit({ event: "value", value: v, prev_t: prevT });
     }
+    prevT = nowT;
   } catch {
     errors++;
   }

@@ -93,6 +93,7 @@ func main() {
 	lastStats := time.Now()
 	var reads, errs int64
 	last := "\x00none"
+	prevT := 0.0
 	for i := 0; time.Now().Before(end); i++ {
 		select {
 		case <-stop:
@@ -101,12 +102,17 @@ func main() {
 		default:
 		}
 		v, err := cache.Get(context.Background(), *key)
+		nowT := float64(time.Now().UnixNano()) / 1e6
 		reads++
 		if err != nil && err != redis.Nil {
 			errs++
-		} else if v != last {
-			last = v
-			emit(map[string]any{"event": "value", "value": v})
+		} else {
+			if v != last {
+				last = v
+				// prev_t: when the previous read (still the old value) returned (unix ms)
+				emit(map[string]any{"event": "value", "value": v, "prev_t": prevT})
+			}
+			prevT = nowT
 		}
 		if *cold > 0 && i%20 == 0 {
 			_, _ = cache.Get(context.Background(), fmt.Sprintf("cold:%d", (i/20)%*cold))

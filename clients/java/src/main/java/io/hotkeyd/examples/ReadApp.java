@@ -100,14 +100,19 @@ public final class ReadApp {
       long reads = 0;
       long errors = 0;
       String last = "\\0never";
+      double prevT = 0;
       KeyId id = KeyId.of(key, db);
       for (long i = 0; commands.isAlive() && System.nanoTime() < end; i++) {
         try {
           String v = cache.get(key);
+          java.time.Instant n = java.time.Instant.now();
+          double nowT = n.getEpochSecond() * 1000.0 + n.getNano() / 1e6;
           if (!Objects.equals(v, last)) {
             last = v;
-            emit(event("value").put("value", v));
+            // prev_t: when the previous read (still the old value) returned (unix ms)
+            emit(event("value").put("value", v).put("prev_t", prevT));
           }
+          prevT = nowT;
         } catch (JedisException e) {
           errors++;
         }
