@@ -91,7 +91,7 @@ def test_every_error_is_exported_from_the_package() -> None:
 
 def test_dead_code_stays_gone() -> None:
     """Removed as unused (issue 10): each was read only by tests, or by nothing."""
-    import hotkeyd.cli.demo as demo
+    import hotkeyd.console.demo as demo
     from hotkeyd.batch import Batch
     from hotkeyd.client.hotset import HotSet as ClientHotSet
     from hotkeyd.detector.state import HotSet as DetectorHotSet

@@ -152,35 +152,20 @@ def watch(
     """
     from hotkeyd.conn.redis import connect
     from hotkeyd.console.events import follow_channel
-    from hotkeyd.console.text import format_message, safe_text
-    from hotkeyd.wire import Message, Namespace, WireError
+    from hotkeyd.console.text import watch_lines
+    from hotkeyd.wire import Namespace
 
     def show(data: bytes | str) -> None:
-        if as_json:  # re-encoded (ASCII, escapes visible): raw bytes never reach the terminal
-            try:
-                click.echo(json.dumps(json.loads(data), separators=(",", ":")))
-            except Exception as exc:  # not JSON (or nested too deeply ...)
-                click.echo(f"! malformed message: {safe_text(exc, 200)}", err=True)
-            return
-        try:
-            click.echo("\n".join(format_message(Message.loads(data))))
-        except WireError as exc:
-            click.echo(f"! malformed message: {safe_text(exc, 200)}", err=True)
+        text, is_error = watch_lines(data, as_json=as_json)
+        click.echo(text, err=is_error)
 
     def go() -> int:
         channel_name = Namespace(prefix=namespace, channel_override=channel).channel
         client = connect(redis_url, check=False)
         try:
             notice = lambda line: click.echo(f"! {line}", err=True)  # noqa: E731
-            follow_channel(
-                client,
-                channel_name,
-                show,
-                count=count,
-                notice=notice,
-                where=redis_url,
-                sharded=sharded_pubsub,
-            )
+            follow_channel(client, channel_name, show, count=count, notice=notice,
+                           where=redis_url, sharded=sharded_pubsub)  # fmt: skip
         finally:
             client.close()
         return 0
@@ -266,21 +251,14 @@ def demo(
     Starts a throwaway redis-server on a free port if one is installed, runs the
     daemon and a subscribed app in this process, and shows the top keys live.
     """
-    from hotkeyd.cli.demo import run_demo
+    from hotkeyd.console.demo import run_demo
     from hotkeyd.daemon.logs import configure_logging
 
     configure_logging("WARNING")
 
     def go() -> int:
-        live = False if plain else None
-        s = run_demo(
-            duration=duration,
-            rate=rate,
-            universe=universe,
-            alpha=alpha,
-            use_redis=not no_redis,
-            live=live,
-        )
+        s = run_demo(duration=duration, rate=rate, universe=universe, alpha=alpha,
+                     use_redis=not no_redis, live=False if plain else None)  # fmt: skip
         return 0 if s.detection_latency is not None else 1
 
     exit_with(go)

@@ -9,6 +9,7 @@ operator's terminal) and every number through :func:`_num` (a wrong type renders
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any
@@ -141,3 +142,21 @@ def format_message(msg: Message) -> list[str]:
     ]
     lines += [f"{head} COOL {show_key(c.key)} rule={safe_text(c.rule, 80)}" for c in msg.cool]
     return lines or [f"{head} (no changes)"]
+
+
+def watch_lines(data: bytes | str, *, as_json: bool) -> tuple[str, bool]:
+    """What ``hotkeyd watch`` prints for one channel message: ``(text, is_error)``.
+
+    With ``as_json`` the message is re-encoded (ASCII, escapes visible), so raw bytes from
+    the wire never reach the terminal; otherwise it is rendered by :func:`format_message`.
+    Anything malformed is one sanitized error line, never a traceback.
+    """
+    if as_json:
+        try:
+            return json.dumps(json.loads(data), separators=(",", ":")), False
+        except Exception as exc:  # not JSON, nested too deeply, ...
+            return f"! malformed message: {safe_text(exc, 200)}", True
+    try:
+        return "\n".join(format_message(Message.loads(data))), False
+    except WireError as exc:
+        return f"! malformed message: {safe_text(exc, 200)}", True

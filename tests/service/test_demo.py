@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from hotkeyd.cli.demo import HOT_KEY, SPARKS, run_demo
+from hotkeyd.console.demo import HOT_KEY, SPARKS, run_demo
 
 
 @pytest.mark.integration
