@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from hotkeyd.batch import Batch
 from hotkeyd.keys import key_bytes
 from hotkeyd.lines import parse_counted
+from hotkeyd.sources.base import InMemorySource
 
 __all__ = [
     "ExactSketch",
@@ -572,7 +573,7 @@ def paced_get_load(
     )
 
 
-class ListSource:
+class ListSource(InMemorySource):
     """A ``Source`` that hands over the given batches, one per ``next_batch`` call.
 
     Exhausted once every batch was handed over (a finite input, as a file). Records
@@ -602,23 +603,6 @@ class ListSource:
     @property
     def exhausted(self) -> bool:
         return not self._todo
-
-    @property
-    def error(self) -> None:
-        return None
-
-    @property
-    def connected(self) -> bool:
-        return True
-
-    @property
-    def unhealthy(self) -> None:
-        """Never stuck in a way a restart would fix."""
-        return None
-
-    def idle_watermark(self) -> None:
-        """No event-time watermark: batches are stamped as they are read."""
-        return None
 
     def close(self) -> None:
         self.closed = True

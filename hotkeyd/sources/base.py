@@ -16,7 +16,7 @@ from typing import Protocol
 from hotkeyd.batch import Batch
 from hotkeyd.errors import HotkeydError
 
-__all__ = ["Batch", "Source"]
+__all__ = ["Batch", "InMemorySource", "Source"]
 
 
 class Source(Protocol):
@@ -81,3 +81,23 @@ class Source(Protocol):
     def close(self) -> None:
         """Stop intake and release resources. Idempotent."""
         ...
+
+
+class InMemorySource:
+    """The health members of a source that lives in this process (synthetic, list-backed):
+    it never fails, is always connected, never stalls, and has no event-time watermark."""
+
+    @property
+    def error(self) -> None:
+        return None
+
+    @property
+    def connected(self) -> bool:
+        return True
+
+    @property
+    def unhealthy(self) -> None:
+        return None
+
+    def idle_watermark(self) -> None:
+        return None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.sources.base import InMemorySource
 
 __all__ = ["Spike", "SyntheticSource", "zipf_keys"]
 
@@ -40,7 +41,7 @@ def zipf_keys(universe: int, fmt: str = "item:%07d") -> list[bytes]:
     return [(fmt % i).encode() for i in range(universe)]
 
 
-class SyntheticSource:
+class SyntheticSource(InMemorySource):
     """Zipf(``alpha``) traffic over ``universe`` keys at ``rate`` events/s, plus spikes.
 
     Args:
@@ -136,24 +137,6 @@ class SyntheticSource:
     @property
     def exhausted(self) -> bool:
         return self._exhausted
-
-    @property
-    def error(self) -> None:
-        """Never fails."""
-        return None
-
-    @property
-    def connected(self) -> bool:
-        return True
-
-    @property
-    def unhealthy(self) -> None:
-        """Never stuck in a way a restart would fix."""
-        return None
-
-    def idle_watermark(self) -> None:
-        """No event-time watermark: batches are stamped as they are read."""
-        return None
 
     def close(self) -> None:
         self._exhausted = True
