@@ -83,9 +83,11 @@ test-go:            ## the Go client (clients/go): vet, race-checked tests, the 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm test
 
-# C files formatted with .clang-format (the C bindings; add others here and in
-# .pre-commit-config.yaml once formatted).
-CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c
+# C files formatted with .clang-format (the bindings and the sketch core; add others here
+# and in .pre-commit-config.yaml once formatted).
+CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c \
+	native/sketch.c native/sketch.h native/keyhash.c native/keyhash.h native/lines.c native/lines.h \
+	native/murmur3.c native/murmur3.h
 
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks examples

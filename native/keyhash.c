@@ -56,7 +56,8 @@ uint32_t hk_long_hash(const void *key, size_t len, uint32_t seed) {
                     load_le64(b + 8) ^ (S[(2 * i + 1) & 15] - s64 - i));
     }
     if (len & 15u)
-        acc += fold(load_le64(p + len - 16) ^ (S[16] + s64), load_le64(p + len - 8) ^ (S[17] - s64));
+        acc +=
+            fold(load_le64(p + len - 16) ^ (S[16] + s64), load_le64(p + len - 8) ^ (S[17] - s64));
     h = hk_fmix64(acc);
     return (uint32_t)(h ^ (h >> 32));
 }

@@ -8,7 +8,7 @@
 #include "sketch.h"
 
 typedef struct {
-    uint64_t events;    /* sum of counts added */
+    uint64_t events; /* sum of counts added */
     uint64_t oversized; /* lines whose key is longer than max_key_len */
     uint64_t malformed; /* counted lines without a tab or with a bad count */
 } sk_lines_result;

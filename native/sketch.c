@@ -22,7 +22,6 @@ static inline uint64_t mulhi64(uint64_t a, uint64_t b) {
 #endif
 }
 
-
 static inline uint64_t rng_next(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -169,8 +168,8 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, i
             if (key_bytes > k * max_key_len)
                 key_bytes = k * max_key_len;
         } else {
-            key_bytes = k * (max_key_len < (int64_t)SK_KEY_RESERVE_AVG ? max_key_len
-                                                                       : SK_KEY_RESERVE_AVG);
+            key_bytes =
+                k * (max_key_len < (int64_t)SK_KEY_RESERVE_AVG ? max_key_len : SK_KEY_RESERVE_AVG);
         }
         if (key_bytes < max_key_len)
             key_bytes = max_key_len;
@@ -586,8 +585,8 @@ static uint32_t cm_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
 
 static inline void update_hashed(sk_sketch *s, const void *key, uint32_t len, uint32_t h,
                                  uint32_t count) {
-    uint32_t v =
-        s->kind == SK_KIND_HEAVYKEEPER ? hk_update_cells(s, h, count) : cm_update_cells(s, h, count);
+    uint32_t v = s->kind == SK_KIND_HEAVYKEEPER ? hk_update_cells(s, h, count)
+                                                : cm_update_cells(s, h, count);
     topk_offer(s, key, len, h, v);
 }
 
@@ -745,8 +744,8 @@ uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
     }
     /* Heap counts are tighter bounds: lower for HeavyKeeper, upper for Count-Min. */
     pos = heap_find(s, h, key, len);
-    if (pos >= 0 && (s->kind == SK_KIND_HEAVYKEEPER ? s->heap[pos].count > est
-                                                    : s->heap[pos].count < est))
+    if (pos >= 0 &&
+        (s->kind == SK_KIND_HEAVYKEEPER ? s->heap[pos].count > est : s->heap[pos].count < est))
         est = s->heap[pos].count;
     return est;
 }
@@ -874,8 +873,7 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     off = 0;
     for (j = 0; j < n; j++) {
         const unsigned char *key = keys + off;
-        uint32_t h = hk_key_hash(key, lens[j], dst->seed), idx[SK_MAX_DEPTH], r,
-                 est = SK_COUNT_MAX;
+        uint32_t h = hk_key_hash(key, lens[j], dst->seed), idx[SK_MAX_DEPTH], r, est = SK_COUNT_MAX;
         row_indexes(h, dst->width, dst->depth, idx);
         for (r = 0; r < dst->depth; r++) {
             uint32_t c = dst->cm[(size_t)r * dst->width + idx[r]];
@@ -891,7 +889,6 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
 }
 
 /* ------------------------------------------------------------- serialization */
-
 
 uint32_t sk_crc32(const unsigned char *buf, size_t len) {
     uint32_t c = 0xFFFFFFFFu;
@@ -992,11 +989,11 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
         return NULL;
     }
     if (buf[6] != kind) {
-        snprintf(err, errlen, "sketch kind %u does not match the class (expected %d)", buf[6], kind);
+        snprintf(err, errlen, "sketch kind %u does not match the class (expected %d)", buf[6],
+                 kind);
         return NULL;
     }
-    if (buf[7] != 0 || get32(buf + 32) != SK_DECAY_NUM ||
-        get32(buf + 36) != SK_DECAY_DEN) {
+    if (buf[7] != 0 || get32(buf + 32) != SK_DECAY_NUM || get32(buf + 36) != SK_DECAY_DEN) {
         snprintf(err, errlen, "corrupt header: reserved or decay fields invalid");
         return NULL;
     }

@@ -28,7 +28,7 @@
 #define SK_OVERHEAD 256u
 #define SK_ENTRY_COST 24u /* 20-byte heap entry + 4-byte compaction scratch */
 #define SK_KEY_RESERVE_AVG 32u /* key bytes per entry when only width= is given */
-#define SK_KEY_SHARE 4u        /* default key store: memory / SK_KEY_SHARE, capped at k*max_key_len */
+#define SK_KEY_SHARE 4u /* default key store: memory / SK_KEY_SHARE, capped at k*max_key_len */
 #define SK_DEFAULT_MEMORY 65536
 #define SK_DEFAULT_DEPTH_HK 2
 #define SK_DEFAULT_DEPTH_CM 4
@@ -42,7 +42,9 @@
 
 #define SK_UNSET INT64_MIN
 
-#define SK_SERIAL_VERSION 4u /* 4: keys of 32+ bytes hashed by hk_long_hash; 3: space-eviction counter in the header; 2: two-slot buckets */
+#define SK_SERIAL_VERSION                                                                          \
+    4u /* 4: keys of 32+ bytes hashed by hk_long_hash; 3: space-eviction counter in the header; 2: \
+          two-slot buckets */
 #define SK_HEADER_SIZE 56u
 
 typedef struct {
@@ -58,8 +60,8 @@ typedef struct sk_sketch {
     int kind;
     uint32_t k, width, depth, seed, max_key_len, key_bytes;
     uint64_t rng, rng0;
-    uint64_t *hk;  /* HeavyKeeper slots: fingerprint << 32 | counter, SK_HK_SLOTS per bucket */
-    uint32_t *cm;  /* Count-Min counters */
+    uint64_t *hk; /* HeavyKeeper slots: fingerprint << 32 | counter, SK_HK_SLOTS per bucket */
+    uint32_t *cm; /* Count-Min counters */
     sk_entry *heap;
     uint32_t size;
     uint32_t *index; /* open addressing, value = heap position + 1, 0 = empty */
