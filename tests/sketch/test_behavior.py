@@ -172,7 +172,7 @@ def test_heavykeeper_bucket_slots(impl: Any) -> None:
     estimate() would also consult the heap.
     """
     sk = impl.HeavyKeeper(k=2, width=1, depth=1, seed=7)
-    fh, fl = impl.murmur3_32(b"H", 7), impl.murmur3_32(b"L", 7)
+    fh, fl = impl.sketch_hash(b"H", 7), impl.sketch_hash(b"L", 7)
     sk.update(b"H", 40)
     sk.update(b"L", 3)
     assert _slots(sk) == [(fh, 40), (fl, 3)]

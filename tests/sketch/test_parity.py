@@ -191,3 +191,69 @@ def test_zipf_stream_agrees(mods: tuple[Any, Any], zipf: Any, name: str) -> None
     a.decay(0.75)
     b.decay(0.75)
     _assert_same(a, b, set(keys[:500]))
+
+
+def _phased_stream(n_low: int, seed: int) -> tuple[list[bytes], list[int]]:
+    """Low skew (almost every key new: direct mode), then a storm of a few keys with runs of
+    one long key (aggregating, the run shortcut), then low skew again; lengths 8-300 bytes."""
+    import random
+
+    rnd = random.Random(seed)
+
+    def key(i: int) -> bytes:
+        n = (8, 12, 34, 47, 48, 100, 300)[i % 7]
+        return (b"k:%d:" % i).ljust(n, b"-")[:n] if n >= 12 else b"%08d" % (i % 10**8)
+
+    keys = [key(rnd.randrange(10**6)) for _ in range(n_low)]
+    hot = [key(i) for i in range(5)]
+    for _ in range(n_low // 2):
+        k = rnd.choice(hot)
+        keys.extend([k] * rnd.randint(1, 4))
+    keys += [key(rnd.randrange(10**6)) for _ in range(n_low)]
+    counts = [rnd.choice((0, 1, 1, 1, 2, 9)) for _ in keys]
+    return keys, counts
+
+
+@pytest.mark.parametrize("name", ["HeavyKeeper", "CountMinTopK"])
+def test_direct_mode_agrees(mods: tuple[Any, Any], name: str) -> None:
+    """Batches long enough to switch between aggregated rounds and direct mode (and back)
+    give identical sketches in C and the twin, for update_many (with and without counts,
+    zero counts included) and update_lines."""
+    keys, counts = _phased_stream(30_000, seed=5)
+    a = getattr(mods[0], name)(k=64, memory=32768, seed=3, max_key_len=300)
+    b = getattr(mods[1], name)(k=64, memory=32768, seed=3, max_key_len=300)
+    for sk in (a, b):
+        sk.update_many(keys)
+        sk.update_many(keys, counts)
+        sk.update_lines(b"\n".join(keys))
+    _assert_same(a, b, set(keys[:300]) | set(keys[-300:]))
+
+
+def test_direct_mode_rule(python_mod: Any) -> None:
+    """The rule itself (same constants in C): a full round of mostly distinct keys sends
+    the next DIRECT_SPAN events straight to the sketch, one update each; then a new round
+    measures again. A skewed stream stays aggregated."""
+    applied: list[tuple[bytes, int]] = []
+
+    class Recording(python_mod.HeavyKeeper):
+        def _update_one(self, key: bytes, n: int) -> None:
+            applied.append((key, n))
+
+    cap, span = python_mod.AGG_CAP, python_mod.DIRECT_SPAN
+    distinct = [b"d%d" % i for i in range(cap + span)]
+    # A full round of distinct keys, then direct mode: x is applied twice, not summed;
+    # after span events a new round sums again (z twice -> one update of 2).
+    stream = [*distinct[:cap], b"x", b"y", b"x", *distinct[cap : cap + span - 3], b"z", b"z"]
+    Recording(k=8, memory=16384).update_many(stream)
+    assert applied[:cap] == [(k, 1) for k in distinct[:cap]]
+    assert applied[cap : cap + 3] == [(b"x", 1), (b"y", 1), (b"x", 1)]
+    assert applied[cap + span :] == [(b"z", 2)]
+    assert len(applied) == cap + span + 1
+
+    applied.clear()
+    skewed = [b"h%d" % (i % 64) for i in range(3 * cap)] + distinct[: cap + 100]
+    Recording(k=8, memory=16384).update_many(skewed)
+    # The 64 hot keys share the first round with the first cap - 64 distinct keys, then
+    # the next round; no direct mode (that round repeats a lot).
+    assert applied[:64] == [(b"h%d" % i, 3 * cap // 64) for i in range(64)]
+    assert len(applied) == len(set(skewed))

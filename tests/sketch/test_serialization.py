@@ -76,10 +76,11 @@ def test_wrong_magic_version_kind(impl: Any) -> None:
     with pytest.raises(SerializationError, match="magic"):
         impl.HeavyKeeper.from_bytes(_recrc(b"XXXX" + hk[4:-4]))
     # Versions 1 (one slot per bucket), 2 (no space-eviction counter), 3 (long keys hashed
-    # by MurmurHash3) and unknown future versions are rejected with the version named.
-    for version in (1, 2, 3, 5):
+    # by MurmurHash3), 4 (short keys hashed by MurmurHash3, rows from a second mix) and
+    # unknown future versions are rejected with the version named.
+    for version in (1, 2, 3, 4, 6):
         with pytest.raises(
-            SerializationError, match=rf"unsupported sketch version {version} \(supported: 4\)"
+            SerializationError, match=rf"unsupported sketch version {version} \(supported: 5\)"
         ):
             impl.HeavyKeeper.from_bytes(_recrc(hk[:4] + bytes([version, 0]) + hk[6:-4]))
     with pytest.raises(SerializationError, match="kind"):
