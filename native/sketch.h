@@ -81,9 +81,15 @@ typedef struct sk_sketch {
  * its events (few repeats: low skew) switches the next SK_DIRECT_SPAN events to direct
  * mode, each applied as its own update in arrival order with no table probe; then a
  * new round measures again. Same rule in the twin (docs/sketch.md, "Pre-aggregation"). */
+#ifndef SK_DIRECT_NUM /* overridable for A/B builds only (benchmarks/ab_sketch.py) */
 #define SK_DIRECT_NUM 5u
+#endif
+#ifndef SK_DIRECT_DEN
 #define SK_DIRECT_DEN 8u
+#endif
+#ifndef SK_DIRECT_SPAN
 #define SK_DIRECT_SPAN 32768u
+#endif
 typedef struct {
     const unsigned char *key;
     uint64_t hash; /* hk_key_hash64 */
