@@ -12,6 +12,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import redis.clients.jedis.BinaryJedisPubSub;
+import redis.clients.jedis.Connection;
+import redis.clients.jedis.JedisPubSubBase;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.exceptions.JedisException;
 
@@ -24,6 +26,13 @@ import redis.clients.jedis.exceptions.JedisException;
  * is stale. The same order runs after every reconnect (with backoff), and reset listeners
  * (local caches) drop everything then. A gap in one instance's seq triggers a resync of that
  * instance from its snapshot; keys expire when their TTL runs out.
+ *
+ * <p>A subscription silent for {@code healthInterval} gets a PING on its connection; no reply
+ * within as long again means the connection is half-open (a NAT or proxy dropped it without
+ * a reset): it is closed and replaced, counted in {@link SubscriberStats#halfOpen}. Redis
+ * refusing the credentials or the ACL (WRONGPASS, NOAUTH, NOPERM) stops the subscriber with a
+ * {@link RedisAccessException} ({@link #error()}, and {@link #awaitReady} throws it) instead
+ * of reconnecting forever.
  *
  * <pre>{@code
  * try (Subscriber sub = Subscriber.builder(jedis).build().start()) {
@@ -39,6 +48,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private final double staleAfterSeconds;
   private final long expireIntervalMillis;
   private final long resyncIntervalMillis;
+  private final long healthIntervalNanos;
   private final Backoff backoff;
   private final AtomicBoolean stopped = new AtomicBoolean();
   private final CountDownLatch ready = new CountDownLatch(1);
@@ -47,8 +57,10 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private final byte[] invalidateChannel;
   private volatile PubSub pubsub;
   private volatile boolean connected;
+  private volatile RedisAccessException error;
   private Thread thread;
   private ScheduledExecutorService timer;
+  private ScheduledExecutorService health;
 
   private Subscriber(Builder b) {
     super(b.hotset != null ? b.hotset : new HotSet(b.clock, b.maxKeys), b.namespace);
@@ -57,6 +69,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     this.staleAfterSeconds = b.staleAfterSeconds;
     this.expireIntervalMillis = b.expireIntervalMillis;
     this.resyncIntervalMillis = b.resyncIntervalMillis;
+    this.healthIntervalNanos = TimeUnit.MILLISECONDS.toNanos(b.healthIntervalMillis);
     this.backoff = new Backoff(b.backoffBase, b.backoffCap);
     this.eventsChannel = namespace.channel().getBytes(StandardCharsets.UTF_8);
     this.invalidateChannel = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
@@ -77,6 +90,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     private double staleAfterSeconds = 30.0;
     private long expireIntervalMillis = 50;
     private long resyncIntervalMillis = 60_000;
+    private long healthIntervalMillis = 5_000;
     private MessageAuth auth;
     private double backoffBase = 0.05;
     private double backoffCap = 5.0;
@@ -123,6 +137,18 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       return this;
     }
 
+    /**
+     * After this long without a message the subscription is PINGed; no reply within as long
+     * again means a half-open connection: it is closed and replaced (default 5 s; 0 disables).
+     */
+    public Builder healthIntervalMillis(long ms) {
+      if (ms < 0) {
+        throw new IllegalArgumentException("healthIntervalMillis must be >= 0");
+      }
+      this.healthIntervalMillis = ms;
+      return this;
+    }
+
     /** Reconnect backoff: first delay and cap, in seconds. */
     public Builder backoff(double baseSeconds, double capSeconds) {
       this.backoffBase = baseSeconds;
@@ -147,9 +173,6 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     if (thread != null) {
       return this;
     }
-    thread = new Thread(this::run, "hotkeyd-subscriber");
-    thread.setDaemon(true);
-    thread.start();
     timer = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "hotkeyd-subscriber-timer");
       t.setDaemon(true);
@@ -161,12 +184,41 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       timer.scheduleWithFixedDelay(
           this::periodicResync, resyncIntervalMillis, resyncIntervalMillis, TimeUnit.MILLISECONDS);
     }
+    if (healthIntervalNanos > 0) {
+      // A thread of its own: a PING write or a socket close must never delay expiry.
+      health = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "hotkeyd-subscriber-health");
+        t.setDaemon(true);
+        return t;
+      });
+      long every = Math.max(1, Math.min(100, TimeUnit.NANOSECONDS.toMillis(healthIntervalNanos) / 4));
+      health.scheduleWithFixedDelay(this::checkHealth, every, every, TimeUnit.MILLISECONDS);
+    }
+    // Last: the loop may stop the timers (Redis refused us) as soon as it runs.
+    thread = new Thread(this::run, "hotkeyd-subscriber");
+    thread.setDaemon(true);
+    thread.start();
     return this;
   }
 
-  /** Wait until the first bootstrap is done; false on timeout. */
+  /**
+   * Wait until the first bootstrap is done; false on timeout.
+   *
+   * @throws RedisAccessException if Redis refused the credentials or the ACL (the subscriber
+   *     has stopped)
+   */
   public boolean awaitReady(long timeout, TimeUnit unit) throws InterruptedException {
-    return ready.await(timeout, unit);
+    boolean done = ready.await(timeout, unit);
+    RedisAccessException e = error;
+    if (e != null) {
+      throw e;
+    }
+    return done;
+  }
+
+  /** Why the subscriber stopped on its own (Redis refused it), or null while it runs. */
+  public RedisAccessException error() {
+    return error;
   }
 
   public boolean connected() {
@@ -189,6 +241,9 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     }
     if (timer != null) {
       timer.shutdownNow();
+    }
+    if (health != null) {
+      health.shutdownNow();
     }
     Thread t = thread;
     if (t != null) {
@@ -244,20 +299,30 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     while (!stopped.get()) {
       PubSub ps = new PubSub();
       pubsub = ps;
+      RuntimeException failure = null;
       try {
         jedis.subscribe(ps, eventsChannel, invalidateChannel); // blocks until unsubscribed
-      } catch (JedisException | IllegalStateException e) {
-        if (!stopped.get()) {
-          LOG.warn("hotkeyd subscription lost ({}); reconnecting", e.getMessage());
-        }
       } catch (RuntimeException e) {
-        LOG.error("hotkeyd subscriber failed; restarting", e);
+        failure = e;
       } finally {
         connected = false;
         pubsub = null;
       }
+      Throwable refusal = RedisAccessException.refusal(ps.bootstrapFailure != null ? ps.bootstrapFailure : failure);
+      if (refusal != null && !stopped.get()) {
+        stop(refusal);
+        break;
+      }
       if (stopped.get()) {
         break;
+      }
+      if (ps.dead) {
+        LOG.warn("hotkeyd subscription silent and no reply to PING within {} ms: connection "
+            + "presumed half-open; reconnecting", TimeUnit.NANOSECONDS.toMillis(healthIntervalNanos));
+      } else if (failure instanceof JedisException || failure instanceof IllegalStateException) {
+        LOG.warn("hotkeyd subscription lost ({}); reconnecting", failure.getMessage());
+      } else if (failure != null) {
+        LOG.error("hotkeyd subscriber failed; restarting", failure);
       }
       try {
         stopLatch.await(backoff.nextDelayMillis(), TimeUnit.MILLISECONDS);
@@ -265,6 +330,85 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
         Thread.currentThread().interrupt();
         break;
       }
+    }
+  }
+
+  /** Redis refused us: record why, log it once, and stop (retrying cannot fix it). */
+  private void stop(Throwable refusal) {
+    error = new RedisAccessException("Redis refused the hotkeyd subscriber: " + refusal.getMessage()
+        + " (check the password and the ACL: SUBSCRIBE on " + namespace.channel() + " and "
+        + namespace.invalidateChannel() + ", ZRANGEBYSCORE on " + namespace.instances() + ", MGET on the snapshots)",
+        refusal);
+    LOG.error("hotkeyd subscriber stopped: {}", error.getMessage());
+    stopped.set(true);
+    stopLatch.countDown();
+    if (timer != null) {
+      timer.shutdownNow();
+    }
+    if (health != null) {
+      health.shutdownNow();
+    }
+    ready.countDown(); // awaitReady throws the error
+  }
+
+  /**
+   * PING a subscription silent for the health interval; close it if the PING got no reply
+   * within as long again (the blocked reader then fails and the loop reconnects).
+   */
+  private void checkHealth() {
+    PubSub ps = pubsub;
+    if (ps == null || ps.dead) {
+      return;
+    }
+    Connection conn = connectionOf(ps);
+    if (conn == null) {
+      ps.heard(); // still connecting (the pool's own timeouts apply): the clock starts later
+      return;
+    }
+    long now = System.nanoTime();
+    long pinged = ps.pingedNanos;
+    if (pinged != 0) {
+      if (now - pinged > healthIntervalNanos) {
+        ps.dead = true;
+        stats.halfOpen.incrementAndGet();
+        conn.disconnect(); // the blocked read fails; the loop logs it and reconnects
+      }
+    } else if (now - ps.heardNanos >= healthIntervalNanos) {
+      ps.pingedNanos = now;
+      try {
+        ps.ping();
+      } catch (RuntimeException e) {
+        LOG.debug("PING on the subscription failed", e); // no reply: handled as above
+      }
+    }
+  }
+
+  /**
+   * The connection under a subscription (null before it has one). Jedis keeps it private and
+   * a blocked read cannot be interrupted, so closing a half-open one needs it; it is reached
+   * by reflection, the one place this client does so.
+   */
+  private static Connection connectionOf(PubSub ps) {
+    if (CLIENT_FIELD == null) {
+      return null;
+    }
+    try {
+      return (Connection) CLIENT_FIELD.get(ps);
+    } catch (IllegalAccessException e) {
+      return null;
+    }
+  }
+
+  private static final java.lang.reflect.Field CLIENT_FIELD = clientField();
+
+  private static java.lang.reflect.Field clientField() {
+    try {
+      java.lang.reflect.Field f = JedisPubSubBase.class.getDeclaredField("client");
+      f.setAccessible(true);
+      return f;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      LOG.error("this Jedis hides the subscription's connection: half-open detection is off", e);
+      return null;
     }
   }
 
@@ -297,15 +441,36 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
 
   private final class PubSub extends BinaryJedisPubSub {
     private int confirmed;
+    /** When the connection last said anything; when we PINGed it (0: no PING pending). */
+    volatile long heardNanos = System.nanoTime();
+    volatile long pingedNanos;
+    /** Closed by the health check: no reply to PING. */
+    volatile boolean dead;
+    volatile RuntimeException bootstrapFailure;
+
+    private void heard() {
+      heardNanos = System.nanoTime();
+      pingedNanos = 0;
+    }
+
+    @Override
+    public void onPong(byte[] pattern) {
+      heard();
+    }
 
     @Override
     public void onSubscribe(byte[] channel, int subscribedChannels) {
+      heard();
       if (++confirmed == 2) {
         try {
           bootstrap();
         } catch (RuntimeException e) {
-          // Cannot read the snapshots: drop the subscription and reconnect with backoff.
-          LOG.warn("hotkeyd bootstrap failed ({}); reconnecting", e.getMessage());
+          // Cannot read the snapshots: drop the subscription and reconnect with backoff
+          // (or stop, if Redis refused us).
+          bootstrapFailure = e;
+          if (RedisAccessException.refusal(e) == null) {
+            LOG.warn("hotkeyd bootstrap failed ({}); reconnecting", e.getMessage());
+          }
           unsubscribe();
         }
       }
@@ -313,6 +478,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
 
     @Override
     public void onMessage(byte[] channel, byte[] message) {
+      heard();
       if (Arrays.equals(channel, eventsChannel)) {
         Message msg = parse(message);
         if (msg != null && onEvent(msg)) {

@@ -20,12 +20,15 @@ public final class SubscriberStats {
   /** Well-formed messages not believed (ts far in the future, seq far ahead): dropped. */
   public final AtomicLong suspect = new AtomicLong();
   public final AtomicLong invalidations = new AtomicLong();
+  /** Subscriptions closed because they stayed silent and did not answer PING (half-open). */
+  public final AtomicLong halfOpen = new AtomicLong();
 
   @Override
   public String toString() {
     return "SubscriberStats{messages=" + messages + ", applied=" + applied + ", stale=" + stale
         + ", gaps=" + gaps + ", gapsUnrecovered=" + gapsUnrecovered + ", resyncs=" + resyncs
         + ", connects=" + connects + ", reconnects=" + reconnects + ", badMessages="
-        + badMessages + ", badEntries=" + badEntries + ", suspect=" + suspect + ", invalidations=" + invalidations + "}";
+        + badMessages + ", badEntries=" + badEntries + ", suspect=" + suspect + ", invalidations=" + invalidations
+        + ", halfOpen=" + halfOpen + "}";
   }
 }

@@ -106,6 +106,38 @@ class SubscriberTest {
   }
 
   @Test
+  void halfOpenConnectionIsPingedClosedAndReplaced() throws Exception {
+    Namespace ns = Namespace.of("half-" + System.nanoTime());
+    FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
+    d.snapshot(FakeDaemon.hot("a", 60_000));
+    try (FreezableProxy proxy = new FreezableProxy(server.port);
+         JedisPooled viaProxy = new JedisPooled("127.0.0.1", proxy.port);
+         Subscriber sub = Subscriber.builder(viaProxy).namespace(ns).healthIntervalMillis(300)
+             .backoff(0.05, 0.2).build().start()) {
+      assertTrue(sub.awaitReady(10, TimeUnit.SECONDS));
+      assertTrue(sub.hotset().isHot(k("a")));
+      long connects = sub.stats().connects.get();
+
+      // The path stops forwarding without closing: only PING can tell.
+      proxy.frozen = true;
+      long frozenAt = System.nanoTime();
+      d.seq = 9;
+      d.snapshot(FakeDaemon.hot("z", 60_000)); // the daemon moves on meanwhile
+      await(() -> sub.stats().halfOpen.get() >= 1, "the half-open subscription noticed");
+      long noticedMs = (System.nanoTime() - frozenAt) / 1_000_000;
+      assertTrue(noticedMs >= 300, "not before the health interval: " + noticedMs + " ms");
+      assertEquals(connects, sub.stats().connects.get(), "no fresh subscription while frozen");
+
+      proxy.frozen = false;
+      await(() -> sub.stats().connects.get() > connects && sub.hotset().isHot(k("z")),
+          "resubscribed and resynced from the snapshot once the path heals");
+      assertTrue(!sub.hotset().isHot(k("a")), sub.hotset().keys() + " " + sub.stats());
+      d.publish(FakeDaemon.hot("y", 60_000));
+      await(() -> sub.hotset().isHot(k("y")), "the stream continues on the new connection");
+    }
+  }
+
+  @Test
   void badMessagesAreCountedNotFatal() throws Exception {
     Namespace ns = Namespace.of("bad-" + System.nanoTime());
     FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
