@@ -423,6 +423,13 @@ public final class HotCache implements AutoCloseable {
     List<T> read(int[] idx);
   }
 
+  /**
+   * MGET with the single-flight of {@link #get}: a hot key without a fresh copy is read here
+   * only if no other caller (a {@code get} or another {@code mget}) is loading it; otherwise
+   * its stale copy is served (within {@code staleFor}) or the other caller's value awaited
+   * (up to {@code waitTimeout}, after this call's own MGET). Cold keys and the keys this call
+   * leads go in one MGET.
+   */
   @SuppressWarnings("unchecked")
   private <T> List<T> mgetImpl(List<KeyId> ids, char kind, IndexedRead<T> read) {
     int n = ids.size();
@@ -431,29 +438,56 @@ public final class HotCache implements AutoCloseable {
     int nNeed = 0;
     long now = clock.nanoTime();
     HotItem[] items = new HotItem[n];
+    LocalCache.CacheKey[] keys = new LocalCache.CacheKey[n];
+    LocalCache.Flight[] led = new LocalCache.Flight[n];
+    LocalCache.Flight[] awaited = null;
     for (int i = 0; i < n; i++) {
       HotItem item = hot.get(ids.get(i));
       if (item != null && item.expiresNanos - now > 0) {
-        Object v = local.peekFresh(new LocalCache.CacheKey(kind, ids.get(i), null));
-        if (v != null) {
+        LocalCache.CacheKey ck = new LocalCache.CacheKey(kind, ids.get(i), null);
+        LocalCache.Entry e = local.fresh(ck, now);
+        if (e == null) {
+          LocalCache.Begun b = local.begin(ck);
+          if (b.leads()) {
+            items[i] = item;
+            keys[i] = ck;
+            led[i] = b.flight();
+          } else if ((e = local.stale(ck, now)) == null) {
+            if (awaited == null) {
+              awaited = new LocalCache.Flight[n];
+            }
+            awaited[i] = b.flight();
+            items[i] = item;
+            continue;
+          }
+        }
+        if (e != null) {
           item.localReads.increment();
-          out[i] = v;
+          out[i] = e.value();
           continue;
         }
-        items[i] = item;
       }
       need[nNeed++] = i;
     }
     if (nNeed > 0) {
-      int[] idx = Arrays.copyOf(need, nNeed);
-      List<T> values = read.read(idx);
-      for (int j = 0; j < nNeed; j++) {
-        int i = idx[j];
-        out[i] = values.get(j);
-        if (items[i] != null && values.get(j) != null) {
-          local.put(new LocalCache.CacheKey(kind, ids.get(i), null), values.get(j),
-              ttlNanos(items[i]));
+      readInto(out, Arrays.copyOf(need, nNeed), read, items, keys, led);
+    }
+    if (awaited != null) {
+      // Our own flights are done: waiting now cannot deadlock with another batch.
+      nNeed = 0;
+      for (int i = 0; i < n; i++) {
+        if (awaited[i] != null) {
+          Object v = local.await(awaited[i]);
+          if (v == LocalCache.NO_VALUE) {
+            need[nNeed++] = i; // the leader failed or is too slow: read through, uncached
+          } else {
+            items[i].localReads.increment();
+            out[i] = v;
+          }
         }
+      }
+      if (nNeed > 0) {
+        readInto(out, Arrays.copyOf(need, nNeed), read, items, keys, new LocalCache.Flight[n]);
       }
     }
     List<T> result = new ArrayList<>(n);
@@ -461,6 +495,29 @@ public final class HotCache implements AutoCloseable {
       result.add((T) o);
     }
     return result;
+  }
+
+  /** One MGET of {@code idx} into {@code out}, finishing (or failing) the flights led there. */
+  private <T> void readInto(Object[] out, int[] idx, IndexedRead<T> read, HotItem[] items,
+      LocalCache.CacheKey[] keys, LocalCache.Flight[] led) {
+    List<T> values;
+    try {
+      values = read.read(idx);
+    } catch (RuntimeException | Error ex) {
+      for (int i : idx) {
+        if (led[i] != null) {
+          local.fail(keys[i], led[i], ex);
+        }
+      }
+      throw ex;
+    }
+    for (int j = 0; j < idx.length; j++) {
+      int i = idx[j];
+      out[i] = values.get(j);
+      if (led[i] != null) {
+        local.finish(keys[i], led[i], values.get(j), ttlNanos(items[i]));
+      }
+    }
   }
 
   private static <K> K[] select(K[] keys, int[] idx, K[] empty) {

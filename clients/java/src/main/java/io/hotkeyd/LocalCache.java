@@ -46,7 +46,7 @@ final class LocalCache {
   static final char GET_TEXT = 'g';
   static final char GET_BYTES = 'G';
 
-  private static final class Flight {
+  static final class Flight {
     final CompletableFuture<Object> done = new CompletableFuture<>();
     final KeyId id;
     volatile boolean tainted;
@@ -260,27 +260,75 @@ final class LocalCache {
     }
   }
 
-  /** Store a value read outside a flight (MGET of several hot keys). */
-  void put(CacheKey ck, Object value, long ttlNanos) {
-    Flight f = new Flight(ck.id());
-    if (flights.putIfAbsent(ck, f) == null) {
-      try {
+  // The same single-flight, split for a batch (MGET): begin a flight per key, read the
+  // keys this caller leads in one round trip, finish those flights, then await the others.
+
+  /** A flight of {@code ck} begun by a batch: its own ({@code leads}) or another caller's. */
+  record Begun(Flight flight, boolean leads) {}
+
+  /** A fresh copy of {@code ck} (counted as a hit), or null (no flight, no waiting). */
+  Entry fresh(CacheKey ck, long now) {
+    Entry e = cache.getIfPresent(ck);
+    if (e != null && e.expiresNanos - now > 0) {
+      stats.hits.increment();
+      return e;
+    }
+    return null;
+  }
+
+  /** Join or lead the flight of {@code ck} (a miss); a leader must {@link #finish} or {@link #fail}. */
+  Begun begin(CacheKey ck) {
+    stats.misses.increment();
+    Flight mine = new Flight(ck.id());
+    Flight other = flights.putIfAbsent(ck, mine);
+    if (other == null) {
+      stats.refreshes.increment();
+      return new Begun(mine, true);
+    }
+    return new Begun(other, false);
+  }
+
+  /** A copy of {@code ck} expired less than {@code staleFor} ago (someone refreshes it), or null. */
+  Entry stale(CacheKey ck, long now) {
+    Entry e = cache.getIfPresent(ck);
+    if (e != null && now - (e.expiresNanos + staleForNanos) < 0) {
+      stats.staleHits.increment();
+      return e;
+    }
+    return null;
+  }
+
+  /** Store a led flight's value (unless null: MGET's answer for a missing or non-string key). */
+  void finish(CacheKey ck, Flight f, Object value, long ttlNanos) {
+    try {
+      if (value != null) {
         store(ck, f, value, ttlNanos);
-      } finally {
-        flights.remove(ck, f);
-        f.done.complete(value);
       }
+    } finally {
+      flights.remove(ck, f);
+      f.done.complete(value);
     }
   }
 
-  /** A fresh copy of {@code ck}, or null (no flight, no waiting). */
-  Object peekFresh(CacheKey ck) {
-    Entry e = cache.getIfPresent(ck);
-    if (e != null && e.expiresNanos - clock.nanoTime() > 0) {
-      stats.hits.increment();
-      return e.value;
+  void fail(CacheKey ck, Flight f, Throwable ex) {
+    flights.remove(ck, f);
+    f.done.completeExceptionally(ex);
+  }
+
+  /** What {@link #await} returns when the leader failed or took longer than waitTimeout. */
+  static final Object NO_VALUE = new Object();
+
+  /** The leader's value, waiting up to waitTimeout; {@link #NO_VALUE}: read it yourself. */
+  Object await(Flight leader) {
+    stats.waits.increment();
+    try {
+      return leader.done.get(waitTimeoutNanos, TimeUnit.NANOSECONDS);
+    } catch (ExecutionException | TimeoutException e) {
+      return NO_VALUE;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return NO_VALUE;
     }
-    return null;
   }
 
   /** Drop every copy of {@code id} and spoil refreshes in flight. */

@@ -301,4 +301,53 @@ class HotCacheTest {
       assertNull(cache.get("nope"));
     }
   }
+
+  /** Keys Redis looked up (INFO stats keyspace_hits): GET k counts 1, MGET a b counts 2. */
+  static long keyLookups(JedisPooled r) {
+    String info = new String((byte[]) r.sendCommand(redis.clients.jedis.Protocol.Command.INFO, "stats"), StandardCharsets.UTF_8);
+    for (String line : info.split("\r\n")) {
+      if (line.startsWith("keyspace_hits:")) {
+        return Long.parseLong(line.substring("keyspace_hits:".length()).trim());
+      }
+    }
+    throw new AssertionError("no keyspace_hits in INFO stats");
+  }
+
+  @Test
+  void concurrentMissesAcrossGetAndMgetLoadEachKeyOnce() throws Exception {
+    // A server of its own: every key lookup on it is one of ours.
+    try (RedisServer own = new RedisServer(); JedisPooled r = new JedisPooled("127.0.0.1", own.port)) {
+      Namespace ns = freshNs();
+      new FakeDaemon(r, ns, "d1").snapshot(FakeDaemon.hot("sf:1", 60_000), FakeDaemon.hot("sf:2", 60_000));
+      r.set("sf:1", "one");
+      r.set("sf:2", "two");
+      try (HotCache cache = HotCache.builder(r).namespace(ns).waitTimeout(Duration.ofSeconds(10)).build().start()) {
+        long before = keyLookups(r);
+        int threads = 8;
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+          CountDownLatch go = new CountDownLatch(1);
+          List<Future<List<String>>> results = new ArrayList<>();
+          for (int t = 0; t < threads; t++) {
+            boolean viaGet = t % 2 == 0;
+            results.add(pool.submit(() -> {
+              go.await();
+              return viaGet ? List.of(cache.get("sf:1"), cache.get("sf:2")) : cache.mget("sf:1", "sf:2");
+            }));
+          }
+          // Hold every command for 600 ms: whoever reads first is still in flight while
+          // the other callers miss the same keys (every caller overlaps the first read).
+          r.sendCommand(redis.clients.jedis.Protocol.Command.CLIENT, "PAUSE", "600", "ALL");
+          go.countDown();
+          for (Future<List<String>> f : results) {
+            assertEquals(List.of("one", "two"), f.get(20, TimeUnit.SECONDS));
+          }
+        } finally {
+          pool.shutdownNow();
+        }
+        assertEquals(2, keyLookups(r) - before, "each hot key read from Redis once " + cache.stats());
+        assertTrue(cache.stats().waits.sum() >= 1, "callers waited for the flight " + cache.stats());
+      }
+    }
+  }
 }
