@@ -117,7 +117,7 @@ def _fmix64(x: int) -> int:
 SHORT_KEY = 16  # keys shorter than this take the two-word path (HK_SHORT_KEY in keyhash.h)
 _LH_P0 = 0x9E3779B97F4A7C15
 _LH_P1 = 0xC2B2AE3D27D4EB4F
-# The first 18 outputs of SplitMix64 from state 0 (S in native/keyhash.c).
+# The first 18 outputs of SplitMix64 from state 0 (HK_S in native/keyhash.h).
 _LH_S = (
     0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F, 0xF88BB8A8724C81EC,
     0x1B39896A51A8749B, 0x53CB9F0C747EA2EA, 0x2C829ABE1F4532E1, 0xC584133AC916AB3C,
@@ -128,7 +128,7 @@ _LH_S = (
 
 
 def _hash64(data: bytes, seed: int) -> int:
-    """The 64-bit key hash, exactly as ``hk_key_hash64`` in C (spec in native/keyhash.c)."""
+    """The 64-bit key hash, exactly as ``hk_key_hash64`` in C (spec in native/keyhash.h)."""
     n = len(data)
     s64 = (seed * _LH_P0) & M64
     if n < SHORT_KEY:

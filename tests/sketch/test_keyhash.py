@@ -1,5 +1,5 @@
 """The sketches' key hash: one 64-bit multiply-fold hash for every key length
-(native/keyhash.c, _sketch_py._hash64), two overlapping words under 16 bytes, 16-byte
+(native/keyhash.h, _sketch_py._hash64), two overlapping words under 16 bytes, 16-byte
 blocks from 16 bytes; sketch_hash is its 32-bit fold. C and twin bit-identical."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hotkeyd.errors import SketchError
 
-# Pinned, so C and twin cannot drift together (values of the spec in native/keyhash.c).
+# Pinned, so C and twin cannot drift together (values of the spec in native/keyhash.h).
 KNOWN = [
     (b"", 0, 869234388),
     (b"a", 0, 1125941136),
