@@ -205,9 +205,8 @@ def test_sharded_pubsub_on_redis_cluster(
     primaries = [redis.Redis(port=p) for p in cluster.ports[: cluster.primaries]]
     seeds = ",".join(f"127.0.0.1:{p}" for p in cluster.ports[: cluster.primaries])
     watcher = SdkWatcher(rc, ns)
-    # Java's client has no sharded pub/sub option yet (clients/java/README.md).
     _scenario(tmp_path, ns, key, f"redis-monitor://127.0.0.1:{cluster.ports[0]}", cluster.url,
-              primaries, ["--cluster", seeds, "--sharded"], langs=["python", "go", "node"],
+              primaries, ["--cluster", seeds, "--sharded"],
               watcher=watcher)  # fmt: skip
     rc.close()
     for p in primaries:

@@ -606,7 +606,8 @@ public final class HotCache implements AutoCloseable {
         if (pipe instanceof Pipeline p) {
           try (p) {
             Response<T> r = piped.apply(p);
-            p.sendCommand(Protocol.Command.PUBLISH, invalidateChannelBytes,
+            p.sendCommand(namespace.sharded() ? Protocol.Command.SPUBLISH : Protocol.Command.PUBLISH,
+                invalidateChannelBytes,
                 Invalidation.encode(origin, Arrays.asList(keys)));
             p.sync();
             return r.get();
@@ -632,7 +633,18 @@ public final class HotCache implements AutoCloseable {
   }
 
   private void publishInvalidation(byte[][] keys) {
-    jedis.publish(invalidateChannelBytes, Invalidation.encode(origin, Arrays.asList(keys)));
+    publish(invalidateChannelBytes, Invalidation.encode(origin, Arrays.asList(keys)));
+  }
+
+  /** PUBLISH, or SPUBLISH when the deployment uses sharded pub/sub. */
+  private void publish(byte[] channel, byte[] payload) {
+    if (!namespace.sharded()) {
+      jedis.publish(channel, payload);
+    } else if (jedis instanceof JedisCluster cluster) {
+      cluster.spublish(channel, payload); // to the node serving the channel's slot
+    } else {
+      jedis.sendCommand(Protocol.Command.SPUBLISH, channel, payload);
+    }
   }
 
   private void dropLocal(byte[][] keys) {
@@ -685,8 +697,7 @@ public final class HotCache implements AutoCloseable {
     long first = demandSeq.getAndAdd(total);
     double ts = clock.currentTimeMillis() / 1000.0;
     for (Demand.Report r : Demand.encode(origin, first, ts, (int) demandIntervalMillis, byInstance)) {
-      jedis.publish(namespace.demandChannel(r.instance()).getBytes(StandardCharsets.UTF_8),
-          r.payload());
+      publish(namespace.demandChannel(r.instance()).getBytes(StandardCharsets.UTF_8), r.payload());
       stats.demandMessages.increment();
       stats.demandReads.add(r.reads());
       stats.demandDropped.add(r.dropped());

@@ -4,9 +4,13 @@ package io.hotkeyd;
  * Redis names of one hotkeyd deployment (prefix {@code hotkeyd} by default); the twin of
  * Python's {@code hotkeyd.wire.Namespace}. Snapshot and registry keys share the hash tag
  * {@code {prefix}}, so they live in one Redis Cluster slot.
+ *
+ * <p>{@code sharded}: the channels use sharded pub/sub (SSUBSCRIBE/SPUBLISH, Redis 7+), as the
+ * daemon's {@code --sharded-pubsub}; on a Cluster a message then goes to its channel's shard
+ * only, not over the cluster bus to every node. Daemon and applications must agree.
  */
-public record Namespace(String prefix, String channelOverride) {
-  public static final Namespace DEFAULT = new Namespace("hotkeyd", null);
+public record Namespace(String prefix, String channelOverride, boolean sharded) {
+  public static final Namespace DEFAULT = new Namespace("hotkeyd", null, false);
 
   public Namespace {
     if (prefix == null || prefix.isEmpty()) {
@@ -14,8 +18,17 @@ public record Namespace(String prefix, String channelOverride) {
     }
   }
 
+  public Namespace(String prefix, String channelOverride) {
+    this(prefix, channelOverride, false);
+  }
+
   public static Namespace of(String prefix) {
-    return new Namespace(prefix, null);
+    return new Namespace(prefix, null, false);
+  }
+
+  /** The same names on sharded pub/sub (the daemon runs with {@code --sharded-pubsub}). */
+  public Namespace withSharded(boolean on) {
+    return new Namespace(prefix, channelOverride, on);
   }
 
   /** The events channel: {@code P:events}. */

@@ -12,7 +12,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import redis.clients.jedis.BinaryJedisPubSub;
+import redis.clients.jedis.BinaryJedisShardedPubSub;
 import redis.clients.jedis.Connection;
+import redis.clients.jedis.JedisCluster;
+import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.JedisPubSubBase;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.exceptions.JedisException;
@@ -34,6 +37,11 @@ import redis.clients.jedis.exceptions.JedisException;
  * {@link RedisAccessException} ({@link #error()}, and {@link #awaitReady} throws it) instead
  * of reconnecting forever.
  *
+ * <p>With a sharded {@link Namespace} (the daemon's {@code --sharded-pubsub}) each channel has
+ * its own SSUBSCRIBE connection and thread (the channels live in different slots); a
+ * resubscribed invalidation channel resets the caches as a reconnect does. Sharded
+ * subscriptions are not PINGed.
+ *
  * <pre>{@code
  * try (Subscriber sub = Subscriber.builder(jedis).build().start()) {
  *   sub.hotset().addListener(new HotListener() { ... });
@@ -50,6 +58,11 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private final long resyncIntervalMillis;
   private final long healthIntervalNanos;
   private final Backoff backoff;
+  private final double backoffBase;
+  private final double backoffCap;
+  private final boolean sharded;
+  private final java.util.Set<ShardedPubSub> shardedSubs = java.util.concurrent.ConcurrentHashMap.newKeySet();
+  private Thread invalidationThread;
   private final AtomicBoolean stopped = new AtomicBoolean();
   private final CountDownLatch ready = new CountDownLatch(1);
   private final CountDownLatch stopLatch = new CountDownLatch(1);
@@ -71,6 +84,13 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     this.resyncIntervalMillis = b.resyncIntervalMillis;
     this.healthIntervalNanos = TimeUnit.MILLISECONDS.toNanos(b.healthIntervalMillis);
     this.backoff = new Backoff(b.backoffBase, b.backoffCap);
+    this.backoffBase = b.backoffBase;
+    this.backoffCap = b.backoffCap;
+    this.sharded = namespace.sharded();
+    if (sharded && !(jedis instanceof JedisCluster || jedis instanceof JedisPooled)) {
+      throw new IllegalArgumentException(
+          "sharded pub/sub needs a JedisPooled or a JedisCluster, not " + jedis.getClass().getName());
+    }
     this.eventsChannel = namespace.channel().getBytes(StandardCharsets.UTF_8);
     this.invalidateChannel = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
     setAuth(b.auth);
@@ -184,7 +204,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       timer.scheduleWithFixedDelay(
           this::periodicResync, resyncIntervalMillis, resyncIntervalMillis, TimeUnit.MILLISECONDS);
     }
-    if (healthIntervalNanos > 0) {
+    if (healthIntervalNanos > 0 && !sharded) {
       // A thread of its own: a PING write or a socket close must never delay expiry.
       health = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "hotkeyd-subscriber-health");
@@ -195,9 +215,15 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       health.scheduleWithFixedDelay(this::checkHealth, every, every, TimeUnit.MILLISECONDS);
     }
     // Last: the loop may stop the timers (Redis refused us) as soon as it runs.
-    thread = new Thread(this::run, "hotkeyd-subscriber");
+    thread = new Thread(() -> run(true, backoff), "hotkeyd-subscriber");
     thread.setDaemon(true);
     thread.start();
+    if (sharded) {
+      Backoff own = new Backoff(backoffBase, backoffCap);
+      invalidationThread = new Thread(() -> run(false, own), "hotkeyd-subscriber-invalidate");
+      invalidationThread.setDaemon(true);
+      invalidationThread.start();
+    }
     return this;
   }
 
@@ -239,18 +265,26 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
         LOG.debug("unsubscribe on close failed", e);
       }
     }
+    for (ShardedPubSub sps : shardedSubs) {
+      try {
+        sps.sunsubscribe();
+      } catch (RuntimeException e) {
+        LOG.debug("sunsubscribe on close failed", e);
+      }
+    }
     if (timer != null) {
       timer.shutdownNow();
     }
     if (health != null) {
       health.shutdownNow();
     }
-    Thread t = thread;
-    if (t != null) {
-      try {
-        t.join(2000);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
+    for (Thread t : new Thread[] {thread, invalidationThread}) {
+      if (t != null) {
+        try {
+          t.join(2000);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
       }
     }
     connected = false;
@@ -295,20 +329,42 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
 
   // -------------------------------------------------------------------- loop
 
-  private void run() {
+  /**
+   * One subscription loop: both channels on one connection, or (sharded) one channel, since
+   * each sharded channel lives on the node serving its slot and one SSUBSCRIBE cannot name
+   * channels of different slots. The events loop owns the bootstrap.
+   */
+  private void run(boolean events, Backoff backoff) {
     while (!stopped.get()) {
-      PubSub ps = new PubSub();
-      pubsub = ps;
+      PubSub ps = null;
+      ShardedPubSub sps = null;
       RuntimeException failure = null;
       try {
-        jedis.subscribe(ps, eventsChannel, invalidateChannel); // blocks until unsubscribed
+        if (!sharded) {
+          ps = new PubSub();
+          pubsub = ps;
+          jedis.subscribe(ps, eventsChannel, invalidateChannel); // blocks until unsubscribed
+        } else {
+          sps = new ShardedPubSub(events, backoff);
+          shardedSubs.add(sps);
+          if (!stopped.get()) {
+            ssubscribe(sps, events ? eventsChannel : invalidateChannel); // blocks likewise
+          }
+        }
       } catch (RuntimeException e) {
         failure = e;
       } finally {
-        connected = false;
+        if (events) {
+          connected = false;
+        }
         pubsub = null;
+        if (sps != null) {
+          shardedSubs.remove(sps);
+        }
       }
-      Throwable refusal = RedisAccessException.refusal(ps.bootstrapFailure != null ? ps.bootstrapFailure : failure);
+      RuntimeException bootstrapFailure = ps != null ? ps.bootstrapFailure
+          : sps != null ? sps.bootstrapFailure : null;
+      Throwable refusal = RedisAccessException.refusal(bootstrapFailure != null ? bootstrapFailure : failure);
       if (refusal != null && !stopped.get()) {
         stop(refusal);
         break;
@@ -316,7 +372,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       if (stopped.get()) {
         break;
       }
-      if (ps.dead) {
+      if (ps != null && ps.dead) {
         LOG.warn("hotkeyd subscription silent and no reply to PING within {} ms: connection "
             + "presumed half-open; reconnecting", TimeUnit.NANOSECONDS.toMillis(healthIntervalNanos));
       } else if (failure instanceof JedisException || failure instanceof IllegalStateException) {
@@ -412,6 +468,27 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     }
   }
 
+  /** SSUBSCRIBE on the node serving the channel's slot (a Cluster) or on the one node. */
+  private void ssubscribe(ShardedPubSub sps, byte[] channel) {
+    if (jedis instanceof JedisCluster cluster) {
+      cluster.ssubscribe(sps, channel);
+    } else {
+      try (Connection conn = ((JedisPooled) jedis).getPool().getResource()) {
+        sps.proceed(conn, channel);
+      }
+    }
+  }
+
+  /** The start of a subscription: the events one bootstraps, the invalidation one resets caches. */
+  private void confirmed(boolean events, Backoff b) {
+    if (events) {
+      bootstrap();
+    } else {
+      invalidationsResubscribed(); // invalidations may have been missed meanwhile
+      b.reset();
+    }
+  }
+
   private void bootstrap() {
     onSubscribed();
     applySnapshots(readSnapshots(null));
@@ -462,15 +539,8 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     public void onSubscribe(byte[] channel, int subscribedChannels) {
       heard();
       if (++confirmed == 2) {
-        try {
-          bootstrap();
-        } catch (RuntimeException e) {
-          // Cannot read the snapshots: drop the subscription and reconnect with backoff
-          // (or stop, if Redis refused us).
-          bootstrapFailure = e;
-          if (RedisAccessException.refusal(e) == null) {
-            LOG.warn("hotkeyd bootstrap failed ({}); reconnecting", e.getMessage());
-          }
+        bootstrapFailure = bootstrapOrFailure(true, backoff);
+        if (bootstrapFailure != null) {
           unsubscribe();
         }
       }
@@ -479,21 +549,66 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     @Override
     public void onMessage(byte[] channel, byte[] message) {
       heard();
-      if (Arrays.equals(channel, eventsChannel)) {
-        Message msg = parse(message);
-        if (msg != null && onEvent(msg)) {
-          List<Message> snaps;
-          try {
-            snaps = readSnapshots(msg.instance());
-          } catch (RuntimeException e) {
-            LOG.warn("resync of {} failed: {}", msg.instance(), e.getMessage());
-            snaps = List.of();
-          }
-          afterResync(msg, snaps);
-        }
-      } else {
-        onInvalidation(message);
+      onData(channel, message);
+    }
+  }
+
+  /** A sharded subscription to one channel (no PING: Jedis' sharded pub/sub has no pong). */
+  private final class ShardedPubSub extends BinaryJedisShardedPubSub {
+    private final boolean events;
+    private final Backoff backoff;
+    volatile RuntimeException bootstrapFailure;
+
+    ShardedPubSub(boolean events, Backoff backoff) {
+      this.events = events;
+      this.backoff = backoff;
+    }
+
+    @Override
+    public void onSSubscribe(byte[] channel, int subscribedChannels) {
+      bootstrapFailure = bootstrapOrFailure(events, backoff);
+      if (bootstrapFailure != null) {
+        sunsubscribe();
       }
+    }
+
+    @Override
+    public void onSMessage(byte[] channel, byte[] message) {
+      onData(channel, message);
+    }
+  }
+
+  /**
+   * After a subscription is confirmed: null, or why it must be dropped (the snapshots could
+   * not be read: reconnect with backoff, or stop if Redis refused us).
+   */
+  private RuntimeException bootstrapOrFailure(boolean events, Backoff b) {
+    try {
+      confirmed(events, b);
+      return null;
+    } catch (RuntimeException e) {
+      if (RedisAccessException.refusal(e) == null) {
+        LOG.warn("hotkeyd bootstrap failed ({}); reconnecting", e.getMessage());
+      }
+      return e;
+    }
+  }
+
+  private void onData(byte[] channel, byte[] message) {
+    if (!Arrays.equals(channel, eventsChannel)) {
+      onInvalidation(message);
+      return;
+    }
+    Message msg = parse(message);
+    if (msg != null && onEvent(msg)) {
+      List<Message> snaps;
+      try {
+        snaps = readSnapshots(msg.instance());
+      } catch (RuntimeException e) {
+        LOG.warn("resync of {} failed: {}", msg.instance(), e.getMessage());
+        snaps = List.of();
+      }
+      afterResync(msg, snaps);
     }
   }
 }

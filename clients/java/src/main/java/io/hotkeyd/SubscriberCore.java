@@ -70,6 +70,11 @@ public class SubscriberCore {
     if (stats.connects.incrementAndGet() > 1) {
       stats.reconnects.incrementAndGet();
     }
+    invalidationsResubscribed();
+  }
+
+  /** Run the reset listeners: the invalidation channel was (re)subscribed, some may be lost. */
+  protected void invalidationsResubscribed() {
     for (Runnable fn : resetListeners) {
       try {
         fn.run();

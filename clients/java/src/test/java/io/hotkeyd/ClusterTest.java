@@ -50,6 +50,27 @@ class ClusterTest {
   }
 
   @Test
+  void shardedPubSubOnACluster() throws Exception {
+    // Events and invalidations on two channels of different slots: one SSUBSCRIBE each.
+    Namespace ns = null;
+    for (int i = 0; ns == null || JedisClusterCRC16.getSlot(ns.channel()) / 5462
+        == JedisClusterCRC16.getSlot(ns.invalidateChannel()) / 5462; i++) {
+      ns = Namespace.of("shcl-" + System.nanoTime() + "-" + i).withSharded(true);
+    }
+    FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
+    d.snapshot(FakeDaemon.hot("sitem:1", 60_000));
+    jedis.set("sitem:1", "a");
+    try (HotCache one = HotCache.builder(jedis).namespace(ns).build().start();
+        HotCache two = HotCache.builder(jedis).namespace(ns).build().start()) {
+      assertEquals("a", one.get("sitem:1"));
+      two.set("sitem:1", "a2");
+      await(() -> "a2".equals(one.get("sitem:1")), "invalidation on its channel's shard");
+      d.publish(FakeDaemon.hot("sitem:2", 60_000));
+      await(() -> one.hotset().isHot(KeyId.of("sitem:2")), "events on their channel's shard");
+    }
+  }
+
+  @Test
   void shardedCounterOnACluster() throws Exception {
     for (boolean tag : new boolean[] {true, false}) {
       ShardedCounter c = new ShardedCounter(jedis, "stock-" + tag + System.nanoTime(), 6, tag);

@@ -53,14 +53,25 @@ final class FakeDaemon {
   /** Publish the next message (seq + 1) announcing {@code hot}. */
   void publish(ObjectNode... hot) {
     seq++;
-    jedis.publish(ns.channel().getBytes(StandardCharsets.UTF_8), Wire.dumps(message(false, hot)));
+    send(Wire.dumps(message(false, hot)));
   }
 
   /** Publish the next message cooling {@code keys}. */
   void cool(String... keys) {
     seq++;
-    jedis.publish(ns.channel().getBytes(StandardCharsets.UTF_8),
-        Wire.dumps(message(false, new ObjectNode[0], keys)));
+    send(Wire.dumps(message(false, new ObjectNode[0], keys)));
+  }
+
+  /** PUBLISH, or SPUBLISH as the daemon's --sharded-pubsub when the namespace is sharded. */
+  private void send(byte[] payload) {
+    byte[] channel = ns.channel().getBytes(StandardCharsets.UTF_8);
+    if (!ns.sharded()) {
+      jedis.publish(channel, payload);
+    } else if (jedis instanceof redis.clients.jedis.JedisCluster c) {
+      c.spublish(channel, payload);
+    } else {
+      jedis.sendCommand(redis.clients.jedis.Protocol.Command.SPUBLISH, channel, payload);
+    }
   }
 
   /** Skip a seq number (a lost message). */

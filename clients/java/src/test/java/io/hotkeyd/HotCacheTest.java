@@ -350,4 +350,36 @@ class HotCacheTest {
       }
     }
   }
+
+  @Test
+  void shardedPubSubOnOneNode() throws Exception {
+    Namespace ns = freshNs().withSharded(true);
+    FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
+    d.snapshot(FakeDaemon.hot("sh:1", 60_000));
+    jedis.set("sh:1", "a");
+    try (HotCache one = HotCache.builder(jedis).namespace(ns).build().start();
+         HotCache two = HotCache.builder(jedis).namespace(ns).build().start()) {
+      long publishes = calls("publish");
+      long spublishes = calls("spublish");
+      assertEquals("a", one.get("sh:1"));
+      assertEquals("a", two.get("sh:1"));
+      two.set("sh:1", "b"); // SPUBLISHes the invalidation
+      await(() -> "b".equals(one.get("sh:1")), "invalidation over sharded pub/sub");
+
+      // SSUBSCRIBE, not SUBSCRIBE: a plain PUBLISH on the channel is not delivered.
+      d.seq++;
+      jedis.publish(ns.channel().getBytes(StandardCharsets.UTF_8),
+          Wire.dumps(d.message(false, new com.fasterxml.jackson.databind.node.ObjectNode[] {FakeDaemon.hot("plain", 60_000)})));
+      d.publish(FakeDaemon.hot("sh:2", 60_000)); // SPUBLISH
+      await(() -> one.hotset().isHot(KeyId.of("sh:2")), "SPUBLISHed event");
+      assertTrue(!one.hotset().isHot(KeyId.of("plain")), "a plain PUBLISH reached a sharded subscriber");
+
+      for (int i = 0; i < 100; i++) {
+        one.get("sh:1"); // served locally: demand reports follow
+      }
+      await(() -> one.stats().demandMessages.sum() >= 1, "a demand report");
+      assertEquals(publishes + 1, calls("publish"), "only the test's own plain PUBLISH");
+      assertTrue(calls("spublish") - spublishes >= 3, "invalidation, event, demand: SPUBLISH");
+    }
+  }
 }

@@ -25,7 +25,7 @@ import redis.clients.jedis.exceptions.JedisException;
  * A service that reads one key through {@link HotCache} at a steady rate: the Java side of
  * the cross-language app protocol (tests/interop/apps.py). Arguments: {@code --url
  * redis://host:port[/db]} or {@code --cluster host:port,...}, {@code --key}, {@code --rate},
- * {@code --cold-keys}, {@code --namespace}, {@code --seconds}. Stdout: JSON lines ({@code
+ * {@code --cold-keys}, {@code --namespace}, {@code --seconds}, {@code --sharded} (a flag). Stdout: JSON lines ({@code
  * ready}, {@code value}, {@code stats} every second, {@code wrote}, {@code done}); stdin:
  * {@code set <value>}, {@code stop}.
  */
@@ -49,8 +49,14 @@ public final class ReadApp {
     Map<String, String> a = new HashMap<>(Map.of("--url", "", "--cluster", "", "--key",
         "product:1", "--rate", "1000", "--cold-keys", "0", "--namespace", "hotkeyd",
         "--seconds", "3600"));
-    for (int i = 0; i + 1 < argv.length; i += 2) {
-      a.put(argv[i], argv[i + 1]);
+    boolean sharded = false;
+    for (int i = 0; i < argv.length; i += 2) {
+      if (argv[i].equals("--sharded")) { // a flag: sharded pub/sub, as --sharded-pubsub
+        sharded = true;
+        i--;
+      } else if (i + 1 < argv.length) {
+        a.put(argv[i], argv[i + 1]);
+      }
     }
     String key = a.get("--key");
     double rate = Double.parseDouble(a.get("--rate"));
@@ -71,7 +77,8 @@ public final class ReadApp {
       jedis = new JedisPooled(uri);
     }
     try (jedis;
-        HotCache cache = HotCache.builder(jedis).namespace(Namespace.of(a.get("--namespace")))
+        HotCache cache = HotCache.builder(jedis)
+            .namespace(Namespace.of(a.get("--namespace")).withSharded(sharded))
             .db(db).build().start()) {
       emit(event("ready").put("lang", "java"));
       Thread commands = new Thread(() -> {
