@@ -118,6 +118,11 @@ class SubscriberTest {
       assertTrue(sub.hotset().isHot(k("a")));
       long connects = sub.stats().connects.get();
 
+      // A healthy quiet subscription answers every PING (5 intervals): it is kept.
+      Thread.sleep(1500);
+      assertEquals(0, sub.stats().halfOpen.get(), "a quiet healthy connection was dropped");
+      assertEquals(connects, sub.stats().connects.get());
+
       // The path stops forwarding without closing: only PING can tell.
       proxy.frozen = true;
       long frozenAt = System.nanoTime();
