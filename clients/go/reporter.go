@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
@@ -30,8 +31,19 @@ type ReporterOptions struct {
 }
 
 // ReporterStats count what the reporter sent and lost.
+// Every recorded access ends up in exactly one of Sent and Dropped (or is still buffered):
+// Recorded = Sent + Dropped + buffered. Counts are in accesses, SendErrors and Messages in
+// messages.
 type ReporterStats struct {
-	Recorded, Sent, Messages, Dropped, SendErrors int64
+	Recorded int64 // accesses passed to Record
+	Sent     int64 // accesses in messages the broker acknowledged
+	Messages int64 // messages the broker acknowledged
+	// Dropped: accesses lost and counted: the buffer full (MaxKeys), a count over
+	// MaxReportCount, a message that failed for good (too large, not authorized), or
+	// still unsent at Close.
+	Dropped    int64
+	SendErrors int64 // messages whose produce failed
+	Requeued   int64 // accesses of failed messages merged back to be sent by a later flush
 }
 
 // Reporter pre-aggregates key accesses in memory and sends them to Kafka every flush
@@ -105,7 +117,7 @@ func (r *Reporter) Stats() ReporterStats {
 	s := &r.stats
 	return ReporterStats{Recorded: atomic.LoadInt64(&s.Recorded), Sent: atomic.LoadInt64(&s.Sent),
 		Messages: atomic.LoadInt64(&s.Messages), Dropped: atomic.LoadInt64(&s.Dropped),
-		SendErrors: atomic.LoadInt64(&s.SendErrors)}
+		SendErrors: atomic.LoadInt64(&s.SendErrors), Requeued: atomic.LoadInt64(&s.Requeued)}
 }
 
 // Close sends what is buffered and closes the producer. Counts that could not be sent
@@ -160,45 +172,69 @@ func (r *Reporter) flush(final bool) {
 		r.putBack(counts, final)
 		return
 	}
+	for k, c := range counts {
+		if c > MaxReportCount { // the daemon rejects larger counts: keep the key, cap the count
+			atomic.AddInt64(&r.stats.Dropped, int64(c-MaxReportCount))
+			counts[k] = MaxReportCount
+		}
+	}
 	byPart := map[int][]DemandCount{}
 	for k, c := range counts {
 		p := PartitionFor([]byte(k), n)
 		byPart[p] = append(byPart[p], DemandCount{Key: Key{Bytes: k}, N: c})
 	}
+	// Each message keeps the counts it carries until its produce result is known: a
+	// delivered message's counts are sent, a failed message's counts (only those) are
+	// merged back for the next flush, or dropped and counted when the failure is for
+	// good. Re-sending a whole partition when one of its messages failed would count the
+	// delivered messages' keys twice.
 	var wg sync.WaitGroup
 	var fmu sync.Mutex
-	failed := map[int]bool{}
+	retry := map[string]uint64{}
 	for p, items := range byPart {
-		for _, value := range EncodeCounts(items, r.o.MaxBytes) {
+		for _, m := range encodeMessages(items, r.o.MaxBytes) {
 			wg.Add(1)
-			part := p
-			r.kc.Produce(ctx, &kgo.Record{Partition: int32(p), Value: value}, func(_ *kgo.Record, err error) {
+			r.kc.Produce(ctx, &kgo.Record{Partition: int32(p), Value: m.value}, func(_ *kgo.Record, err error) {
 				defer wg.Done()
-				if err != nil {
-					atomic.AddInt64(&r.stats.SendErrors, 1)
-					fmu.Lock()
-					failed[part] = true
-					fmu.Unlock()
+				total := m.total()
+				if err == nil {
+					atomic.AddInt64(&r.stats.Messages, 1)
+					atomic.AddInt64(&r.stats.Sent, int64(total))
 					return
 				}
-				atomic.AddInt64(&r.stats.Messages, 1)
+				atomic.AddInt64(&r.stats.SendErrors, 1)
+				if final || permanent(err) {
+					atomic.AddInt64(&r.stats.Dropped, int64(total))
+					return
+				}
+				fmu.Lock()
+				for _, it := range m.items {
+					retry[it.Key.Bytes] += it.N
+				}
+				fmu.Unlock()
 			})
 		}
 	}
 	wg.Wait()
-	retry := map[string]uint64{}
-	for p, items := range byPart {
-		for _, it := range items {
-			if failed[p] {
-				retry[it.Key.Bytes] = it.N
-			} else {
-				atomic.AddInt64(&r.stats.Sent, int64(it.N))
-			}
-		}
-	}
 	if len(retry) > 0 {
+		var total uint64
+		for _, c := range retry {
+			total += c
+		}
+		atomic.AddInt64(&r.stats.Requeued, int64(total))
 		r.putBack(retry, final)
 	}
+}
+
+// permanent: a produce error that sending the same counts again cannot fix (a record
+// over the broker's or the client's size limit, a non-retriable broker error such as an
+// authorization failure). Timeouts, connection errors and retriable broker errors are not.
+func permanent(err error) bool {
+	if errors.Is(err, kerr.MessageTooLarge) {
+		return true
+	}
+	var ke *kerr.Error
+	return errors.As(err, &ke) && !ke.Retriable
 }
 
 // putBack merges unsent counts into the buffer (bounded), or drops them when closing.
@@ -236,8 +272,32 @@ func linesSafe(k string) bool {
 // EncodeCounts encodes counts as reporter messages of about maxBytes at most, as the
 // Python reporter does: counted lines, then JSON batches {"v":1,"keys":[[key,n],[b64,n,"b64"]]}.
 func EncodeCounts(items []DemandCount, maxBytes int) [][]byte {
-	var out [][]byte
+	msgs := encodeMessages(items, maxBytes)
+	out := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.value
+	}
+	return out
+}
+
+// message is one reporter message and the counts it carries.
+type message struct {
+	value []byte
+	items []DemandCount
+}
+
+func (m message) total() uint64 {
+	var t uint64
+	for _, it := range m.items {
+		t += it.N
+	}
+	return t
+}
+
+func encodeMessages(items []DemandCount, maxBytes int) []message {
+	var out []message
 	var lines bytes.Buffer
+	var lineItems, oddItems []DemandCount
 	var odd []any
 	oddSize := 0
 	for _, it := range items {
@@ -249,29 +309,32 @@ func EncodeCounts(items []DemandCount, maxBytes int) [][]byte {
 		if linesSafe(k) {
 			line := k + "\t" + strconv.FormatUint(n, 10) + "\n"
 			if lines.Len()+len(line) > maxBytes && lines.Len() > 0 {
-				out = append(out, bytes.Clone(lines.Bytes()))
+				out = append(out, message{bytes.Clone(lines.Bytes()), lineItems})
 				lines.Reset()
+				lineItems = nil
 			}
 			lines.WriteString(line)
+			lineItems = append(lineItems, DemandCount{Key: it.Key, N: n})
 			continue
 		}
 		est := len(k)*2 + 24
 		if oddSize+est > maxBytes && len(odd) > 0 {
-			out = append(out, marshal(map[string]any{"v": 1, "keys": odd}))
-			odd, oddSize = nil, 0
+			out = append(out, message{marshal(map[string]any{"v": 1, "keys": odd}), oddItems})
+			odd, oddItems, oddSize = nil, nil, 0
 		}
 		if utf8.ValidString(k) {
 			odd = append(odd, []any{k, n})
 		} else {
 			odd = append(odd, []any{base64.StdEncoding.EncodeToString([]byte(k)), n, "b64"})
 		}
+		oddItems = append(oddItems, DemandCount{Key: it.Key, N: n})
 		oddSize += est
 	}
 	if lines.Len() > 0 {
-		out = append(out, bytes.Clone(lines.Bytes()))
+		out = append(out, message{bytes.Clone(lines.Bytes()), lineItems})
 	}
 	if len(odd) > 0 {
-		out = append(out, marshal(map[string]any{"v": 1, "keys": odd}))
+		out = append(out, message{marshal(map[string]any{"v": 1, "keys": odd}), oddItems})
 	}
 	return out
 }
