@@ -24,6 +24,7 @@ type ReporterOptions struct {
 	Brokers       []string
 	Topic         string
 	FlushInterval time.Duration // 100 ms
+	SendTimeout   time.Duration // how long a flush waits for its messages to be buffered and sent (5 s)
 	MaxKeys       int           // distinct keys buffered between flushes (100000); more are dropped and counted
 	MaxBytes      int           // per message (256 KiB)
 	// Extra franz-go options (TLS, SASL, client id ...).
@@ -71,6 +72,9 @@ func NewReporter(o ReporterOptions) (*Reporter, error) {
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = 100 * time.Millisecond
 	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = 5 * time.Second
+	}
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = 100_000
 	}
@@ -82,9 +86,12 @@ func NewReporter(o ReporterOptions) (*Reporter, error) {
 		kgo.DefaultProduceTopic(o.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
-		// Counts are aggregates re-sent on failure: exactly-once adds a producer id round
-		// trip and broker state for nothing, and not every Kafka-protocol broker has it.
-		kgo.DisableIdempotentWrite(),
+		// Idempotent writes (franz-go's default, kept on purpose): a request already sent
+		// is never failed on a timeout, because the broker may have appended it; it is
+		// retried with the same sequence numbers (the broker drops the duplicate) until
+		// the broker answers. Without them a timed-out request that the broker appends
+		// later plus the re-sent counts would be counted twice. A broker without
+		// InitProducerID makes franz-go produce without a producer id.
 		// Protocol versions up to Kafka 3.6 are all a producer of small messages needs,
 		// and every broker we test speaks them (Apache Kafka 3.x/4.x, Tansu); pass
 		// kgo.MaxVersions in KafkaOptions to change it.
@@ -120,12 +127,20 @@ func (r *Reporter) Stats() ReporterStats {
 		SendErrors: atomic.LoadInt64(&s.SendErrors), Requeued: atomic.LoadInt64(&s.Requeued)}
 }
 
-// Close sends what is buffered and closes the producer. Counts that could not be sent
-// are counted in Stats().Dropped.
+// Close sends what is buffered and closes the producer, waiting at most twice SendTimeout
+// for a broker that does not answer. Counts that could not be sent (or whose delivery is
+// unknown when it gives up) are counted in Stats().Dropped.
 func (r *Reporter) Close() error {
 	close(r.stop)
-	<-r.done
+	select {
+	case <-r.done:
+	case <-time.After(2 * r.o.SendTimeout):
+		// A flush still waits for a broker that does not answer: closing the client fails
+		// its messages, and what they carried is counted as dropped (the broker may or
+		// may not have appended them; it is never sent again).
+	}
 	r.kc.Close()
+	<-r.done
 	return nil
 }
 
@@ -165,7 +180,7 @@ func (r *Reporter) flush(final bool) {
 	if len(counts) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.SendTimeout)
 	defer cancel()
 	n := r.partitions(ctx)
 	if n == 0 {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func tansuBinary(t testing.TB) string {
 }
 
 // startKafka starts a throwaway Tansu broker (in-memory storage) on a free port.
-func startKafka(t testing.TB) string {
+func startKafka(t testing.TB) (string, *exec.Cmd) {
 	t.Helper()
 	bin := tansuBinary(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -63,7 +64,7 @@ func startKafka(t testing.TB) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return addr
+	return addr, cmd
 }
 
 func createTopic(t testing.TB, addr, topic string, partitions int32) {
@@ -161,7 +162,7 @@ func decodeReport(t testing.TB, v []byte, into map[string]uint64) int64 {
 // whole partition was merged back and re-sent every flush, so the delivered keys arrived
 // again and again.
 func TestReporterPartialFailureCountsOnce(t *testing.T) {
-	addr := startKafka(t)
+	addr, _ := startKafka(t)
 	topic := fmt.Sprintf("rep-partial-%d", time.Now().UnixNano())
 	createTopic(t, addr, topic, 1)
 	r, err := NewReporter(ReporterOptions{
@@ -212,4 +213,105 @@ func TestReporterPartialFailureCountsOnce(t *testing.T) {
 	if total != st.Sent {
 		t.Fatalf("the broker holds %d accesses, Stats().Sent says %d (%+v)", total, st.Sent, st)
 	}
+}
+
+// A broker that stalls mid-flush (SIGSTOP for longer than SendTimeout, then SIGCONT):
+// the produce request already written to it is appended when it resumes, so a reporter
+// that gave up on it and sent its counts again would count them twice. Every key must
+// reach the topic exactly once, and Sent must be what the topic holds.
+func TestReporterStalledBrokerCountsOnce(t *testing.T) {
+	addr, broker := startKafka(t)
+	topic := fmt.Sprintf("rep-stall-%d", time.Now().UnixNano())
+	createTopic(t, addr, topic, 2)
+	r, err := NewReporter(ReporterOptions{
+		Brokers: []string{addr}, Topic: topic, FlushInterval: 50 * time.Millisecond,
+		SendTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]uint64{"warmup": 1}
+	r.Record("warmup", 1) // metadata and connections in place before the stall
+	waitFor(t, "the warm-up access sent", 20*time.Second, func() bool { return r.Stats().Sent == 1 })
+	if err := broker.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = broker.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	for i := 0; i < 100; i++ {
+		k := fmt.Sprintf("s:%03d", i)
+		recorded[k] = uint64(1 + i%9)
+		r.Record(k, recorded[k])
+	}
+	time.Sleep(1500 * time.Millisecond) // three SendTimeouts: the first flush's messages are in the stalled broker
+	_ = broker.Process.Signal(syscall.SIGCONT)
+	stopped = false
+	var want int64
+	for _, n := range recorded {
+		want += int64(n)
+	}
+	waitFor(t, "every access sent or dropped", 20*time.Second, func() bool { st := r.Stats(); return st.Sent+st.Dropped >= want })
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Stats()
+	got := consumeCounts(t, addr, topic, st.Sent)
+	var total int64
+	over, example := 0, ""
+	for k, n := range got {
+		if n > recorded[k] {
+			over++
+			example = fmt.Sprintf("%q: %d on the topic, %d recorded", k, n, recorded[k])
+		}
+		total += int64(n)
+	}
+	if over > 0 {
+		t.Fatalf("%d keys counted more than recorded (e.g. %s); %+v", over, example, st)
+	}
+	if st.Recorded != st.Sent+st.Dropped || total != st.Sent || st.Dropped != 0 {
+		t.Fatalf("the topic holds %d accesses of %d recorded; %+v", total, want, st)
+	}
+	t.Logf("%+v", st)
+}
+
+// Close gives up on a broker that does not answer (after twice SendTimeout) and counts
+// what it could not deliver: every access is Sent or Dropped, none sent twice.
+func TestReporterCloseWithStalledBroker(t *testing.T) {
+	addr, broker := startKafka(t)
+	topic := fmt.Sprintf("rep-close-%d", time.Now().UnixNano())
+	createTopic(t, addr, topic, 2)
+	r, err := NewReporter(ReporterOptions{
+		Brokers: []string{addr}, Topic: topic, FlushInterval: 50 * time.Millisecond,
+		SendTimeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Record("warmup", 1)
+	waitFor(t, "the warm-up access sent", 20*time.Second, func() bool { return r.Stats().Sent == 1 })
+	if err := broker.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = broker.Process.Signal(syscall.SIGCONT) }()
+	for i := 0; i < 100; i++ {
+		r.Record(fmt.Sprintf("c:%03d", i), 3)
+	}
+	time.Sleep(200 * time.Millisecond) // a flush is waiting on the stalled broker
+	start := time.Now()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	st := r.Stats()
+	if took > 10*time.Second {
+		t.Fatalf("Close took %v with a stalled broker", took)
+	}
+	if st.Recorded != st.Sent+st.Dropped || st.Dropped < 300 {
+		t.Fatalf("accesses not accounted for: %+v", st)
+	}
+	t.Logf("Close took %v; %+v", took, st)
 }
