@@ -152,6 +152,25 @@ func decodeReport(t testing.TB, v []byte, into map[string]uint64) int64 {
 	return total
 }
 
+// countedAtMostOnce fails the test if the topic holds a key more often than it was
+// recorded; it returns the accesses the topic holds.
+func countedAtMostOnce(t testing.TB, got, recorded map[string]uint64, st ReporterStats) int64 {
+	t.Helper()
+	var total int64
+	over, example := 0, ""
+	for k, n := range got {
+		if n > recorded[k] {
+			over++
+			example = fmt.Sprintf("%q: %d on the topic, %d recorded", k, n, recorded[k])
+		}
+		total += int64(n)
+	}
+	if over > 0 {
+		t.Fatalf("%d keys counted more than recorded (e.g. %s); %+v", over, example, st)
+	}
+	return total
+}
+
 // When some messages of a flush fail, exactly their counts are retried or dropped and
 // counted: what reached the broker is counted once, Sent is what the broker holds, and
 // Recorded = Sent + Dropped. Failure injected: franz-go fails a record larger than
@@ -192,18 +211,7 @@ func TestReporterPartialFailureCountsOnce(t *testing.T) {
 	}
 	st := r.Stats()
 	got := consumeCounts(t, addr, topic, max(st.Sent, 1))
-	var total int64
-	over, example := 0, ""
-	for k, n := range got {
-		if n > recorded[k] {
-			over++
-			example = fmt.Sprintf("%q: %d on the topic, %d recorded", k, n, recorded[k])
-		}
-		total += int64(n)
-	}
-	if over > 0 {
-		t.Fatalf("%d keys counted more than recorded (e.g. %s); %+v", over, example, st)
-	}
+	total := countedAtMostOnce(t, got, recorded, st)
 	if st.SendErrors < 2 || st.Sent == 0 || st.Dropped == 0 {
 		t.Fatalf("the failure was not injected as planned: %+v", st)
 	}
@@ -260,18 +268,7 @@ func TestReporterStalledBrokerCountsOnce(t *testing.T) {
 	}
 	st := r.Stats()
 	got := consumeCounts(t, addr, topic, st.Sent)
-	var total int64
-	over, example := 0, ""
-	for k, n := range got {
-		if n > recorded[k] {
-			over++
-			example = fmt.Sprintf("%q: %d on the topic, %d recorded", k, n, recorded[k])
-		}
-		total += int64(n)
-	}
-	if over > 0 {
-		t.Fatalf("%d keys counted more than recorded (e.g. %s); %+v", over, example, st)
-	}
+	total := countedAtMostOnce(t, got, recorded, st)
 	if st.Recorded != st.Sent+st.Dropped || total != st.Sent || st.Dropped != 0 {
 		t.Fatalf("the topic holds %d accesses of %d recorded; %+v", total, want, st)
 	}
