@@ -862,7 +862,12 @@ GETTER(seed, self->sk->seed)
 GETTER(max_key_len, self->sk->max_key_len)
 GETTER(key_bytes, self->sk->key_bytes)
 GETTER(nbytes, sk_nbytes(self->sk))
-GETTER(space_evictions, self->sk->space_evictions)
+/* The only mutable field read by a getter: wait for a GIL-free update_lines to finish. */
+static PyObject *Sketch_get_space_evictions(SketchObject *self, void *c) {
+    (void)c;
+    lock_take(self);
+    return PyLong_FromUnsignedLong(self->sk->space_evictions);
+}
 
 static PyGetSetDef Sketch_getset[] = {
     {"k", (getter)Sketch_get_k, NULL, "Capacity of the top-k heap.", NULL},

@@ -450,7 +450,8 @@ class _Sketch:
     @property
     def space_evictions(self) -> int:
         """Entries dropped to make room for a longer key (key_bytes too small for k keys)."""
-        return self._space_evictions
+        with self._lock:  # sketch state: never a value from the middle of a batch
+            return self._space_evictions
 
     @property
     def nbytes(self) -> int:

@@ -6,11 +6,15 @@ the per-object lock is what they exercise.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from .conftest import PURE
+import pytest
+
+from .conftest import PURE, load_native
 
 
 def _run(workers: list[Callable[[], None]]) -> None:
@@ -138,3 +142,91 @@ def test_merge_both_directions_does_not_deadlock(impl: Any) -> None:
 
     _run([ab, ba])
     assert {k for k, _ in a.topk()} == {b"x", b"y"}
+
+
+_WAIT_PATH = """
+import sys, threading, time
+from hotkeyd.sketch import _sketch
+sk = getattr(_sketch, sys.argv[1])(k=256, memory=1 << 22, max_key_len=64)
+buf = b"".join(b"bg:%d\\n" % (i % 50) for i in range(400_000))
+stop = threading.Event()
+shared = {"keys": []}
+
+def lines():  # keeps the sketch busy (GIL released) most of the time
+    while not stop.is_set():
+        sk.update_lines(buf)
+
+def mutate():  # replaces the list's items (freeing the old keys) whenever it gets the GIL
+    j = 0
+    while not stop.is_set():
+        shared["keys"][:] = [b"new:%07d:" % (j * 1000 + i) + b"n" * 20 for i in range(200)]
+        j += 1
+        time.sleep(0)
+
+threads = [threading.Thread(target=lines), threading.Thread(target=mutate)]
+for t in threads:
+    t.start()
+calls, t0 = 0, time.monotonic()
+try:
+    while time.monotonic() - t0 < 1.5:
+        keys = [b"old:%07d:" % (calls * 1000 + i) + b"o" * 20 for i in range(200)]
+        shared["keys"] = keys
+        sk.update_many(keys, [calls + 1] * len(keys))  # later calls outrank earlier ones
+        calls += 1
+finally:
+    stop.set()
+    for t in threads:
+        t.join()
+bad = [(k, c) for k, c in sk.topk() if sk.estimate(k) < c]
+type(sk).from_bytes(sk.to_bytes())
+print(calls, len(bad), bad[:3])
+"""
+
+
+@pytest.mark.parametrize("name", ["HeavyKeeper", "CountMinTopK"])
+def test_update_many_waiting_keeps_keys_alive_against_list_mutation(name: str) -> None:
+    """update_many aggregates first, then, if update_lines holds the sketch, waits with the
+    GIL released: another thread may then replace the caller's list items and free them.
+    The keys must stay alive (hold), or their freed bytes, reused by the new keys, would be
+    counted under the old keys' hashes: a tracked key whose estimate is below its count.
+    (Run in a subprocess: a regression may also crash.)"""
+    if PURE:
+        pytest.skip("the C binding's wait path")
+    load_native()
+    proc = subprocess.run(
+        [sys.executable, "-c", _WAIT_PATH, name], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    calls, bad, sample = proc.stdout.split(maxsplit=2)
+    assert int(calls) > 100
+    assert int(bad) == 0, sample
+
+
+def test_space_evictions_is_read_between_batches(cls: Any, impl: Any) -> None:
+    """space_evictions is sketch state: read while update_lines works on the sketch (the C
+    path without the GIL), it must wait like every other method and show the count before
+    or after the batch, never a value from the middle of it."""
+    shape = {"k": 8, "width": 1 << 17, "depth": 4, "max_key_len": 64, "key_bytes": 64}
+    sk = cls(**shape)
+    # Keys of 64 bytes (one fits), each heavier than the last and mostly alone in its
+    # buckets: every new key evicts the tracked one for space, all through the batch.
+    n = 200_000 if impl.__name__.endswith("_sketch") else 6_000
+    buf = b"".join(b"%064d\t%d\n" % (i, i + 1) for i in range(n))
+    probe = cls(**shape)
+    probe.update_lines(buf, counted=True)
+    final = probe.space_evictions
+    assert final > 1000
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def work() -> None:
+        sk.update_lines(buf, counted=True)
+        done.set()
+
+    def poll() -> None:
+        while not done.is_set():
+            seen.add(sk.space_evictions)
+
+    _run([work, poll])
+    assert seen <= {0, final}, sorted(seen)[:5]
+    assert sk.space_evictions == final
