@@ -452,7 +452,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
     sk_agg_entry *plan = NULL;
     uint32_t *counts = NULL;
     keyref *views = NULL;
-    sk_agg *agg = NULL; /* per-call scratch (~112 KiB), not sketch state */
+    sk_agg *agg = NULL; /* per-call scratch (128 KiB), not sketch state */
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:update_many", kwlist, &okeys, &ocounts))
         return NULL;
     if (PyBytes_Check(okeys) || PyUnicode_Check(okeys) || PyByteArray_Check(okeys) ||
@@ -505,9 +505,9 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             uint32_t c = counts ? counts[i] : 1;
             uint64_t h;
             if (!hold) {
-                /* Two stages: the object header 16 ahead, then (header now cached) every
-                   cache line of a bytes key's data 8 ahead. The data starts 32 bytes into
-                   the object, so for half of all objects (pymalloc's 16-byte alignment)
+                /* Two stages: the object header PREFETCH_AHEAD ahead, then (header now cached)
+                   every cache line of a bytes key's data half as far ahead. The data starts 32
+                   bytes into the object, so for half of all objects (pymalloc's 16-byte alignment)
                    its first line is not the header's: skipping it cost a memory stall in
                    the hash for those keys (Zipf 0.8, 34 B: hk_long_hash 12 % of perf). */
                 if (i + PREFETCH_AHEAD < n)
@@ -923,8 +923,8 @@ static PyTypeObject HeavyKeeperType = {
         "memory is the total byte budget (buckets, heap, index and key arena); nbytes never\n"
         "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.HeavyKeeper for the same "
         "seed.\n\n"
-        "Thread safety: each object has its own lock, taken around every method, so sharing\n"
-        "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
+        "Thread safety: sharing one sketch between threads is safe. update_lines releases the\n"
+        "GIL while it works and marks the sketch busy; other methods wait for it.\n"
         "See docs/sketch.md.",
     .tp_new = Sketch_new,
     .tp_dealloc = (destructor)Sketch_dealloc,
@@ -947,8 +947,8 @@ static PyTypeObject CountMinType = {
         "memory is the total byte budget (counters, heap, index and key arena); nbytes never\n"
         "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.CountMinTopK for the same "
         "seed.\n\n"
-        "Thread safety: each object has its own lock, taken around every method, so sharing\n"
-        "one sketch between threads is safe; update_lines releases the GIL while it works.\n"
+        "Thread safety: sharing one sketch between threads is safe. update_lines releases the\n"
+        "GIL while it works and marks the sketch busy; other methods wait for it.\n"
         "See docs/sketch.md.",
     .tp_new = Sketch_new,
     .tp_dealloc = (destructor)Sketch_dealloc,

@@ -16,7 +16,7 @@ typedef struct {
 /* Lines end with '\n' ('\r\n' accepted); empty lines are skipped; a final line
  * without '\n' counts. counted: "key<TAB>count", split at the LAST tab, count is
  * ASCII decimal in [0, 2^32-1]. */
-/* agg: the caller's scratch (sk_agg, ~112 KiB; see sketch.h). */
+/* agg: the caller's scratch (sk_agg, 128 KiB; see sketch.h). */
 void sk_feed_lines(sk_sketch *s, sk_agg *agg, const unsigned char *buf, size_t len, int counted,
                    sk_lines_result *out);
 

@@ -12,10 +12,11 @@ Usage::
     sk.update_lines(b"a\\nb\\na\\n")
     sk.topk(10)  # [(b"a", 2), (b"b", 1)]
 
-Thread safety (both implementations): every sketch object carries its own lock,
-taken around every method, so sharing one sketch between threads never corrupts it
-or crashes the interpreter; ``update_lines`` releases the GIL while it parses and
-counts, so other sketches (and other Python code) keep running meanwhile.
+Thread safety (both implementations): sharing one sketch between threads never
+corrupts it or crashes the interpreter. The twin takes a lock around every method; the C
+core relies on the GIL, except ``update_lines``, which releases it while it parses and
+counts (other sketches and other Python code keep running meanwhile) and marks the
+sketch busy, so other methods on that sketch wait for it (docs/sketch.md).
 
 Design, error bounds and measured numbers: docs/sketch.md.
 """

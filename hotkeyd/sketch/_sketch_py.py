@@ -7,8 +7,9 @@ admission), so for the same seed and the same input both give identical
 ``topk()``, ``estimate()`` and ``to_bytes()``. Any change here must be mirrored in
 ``native/sketch.c`` (and the parity tests will say so if it is not).
 
-Thread safety: every public method takes the object's own lock, like the native
-classes, so concurrent use from threads never corrupts the sketch.
+Thread safety: every public method takes the object's own lock (the native classes
+rely on the GIL and mark a sketch busy during update_lines), so concurrent use from
+threads never corrupts the sketch.
 """
 
 from __future__ import annotations
