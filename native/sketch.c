@@ -640,7 +640,7 @@ static void agg_next(sk_agg *a) {
         a->events = 0;
         return;
     }
-    if (a->n == SK_AGG_CAP && (uint64_t)a->n * SK_DIRECT_DEN >= (uint64_t)a->events * SK_DIRECT_NUM)
+    if (a->n == SK_AGG_CAP && (uint64_t)a->n * SK_DIRECT_DEN >= a->events * SK_DIRECT_NUM)
         a->direct = SK_DIRECT_SPAN;
     a->n = 0;
     a->last = 0;

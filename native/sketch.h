@@ -98,7 +98,9 @@ typedef struct {
 typedef struct {
     uint32_t n;
     uint32_t last; /* entry of the previous event + 1, 0 = none (runs skip the hash) */
-    uint32_t events; /* events added to the current round (aggregating mode) */
+    uint64_t events; /* events added to the current round (aggregating mode; 64 bits: a round
+                      * of few keys can see 2^32 events in one update_lines, and the twin's
+                      * count never wraps) */
     uint32_t direct; /* events left in direct mode; 0 = aggregating */
     int drain_first; /* direct mode ended: drain its queue before the next round */
     /* entry index + 1 (low 16 bits, 0 = empty) and the key hash's high 16 bits: a probe
