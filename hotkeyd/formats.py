@@ -34,6 +34,7 @@ __all__ = [
     "MAX_COUNT",
     "RecordDecoder",
     "RecordLike",
+    "encode_count_messages",
     "encode_counts",
     "encode_json_batch",
     "encode_json_record",
@@ -112,8 +113,16 @@ def encode_counts(
     Keys that are :func:`lines_safe` go as counted lines (the daemon's C fast path); the
     rest go as JSON batch objects. Both are understood by ``format=reporter``.
     """
-    out: list[bytes] = []
+    return [value for value, _ in encode_count_messages(items, max_bytes=max_bytes)]
+
+
+def encode_count_messages(
+    items: Iterable[tuple[bytes, int]], *, max_bytes: int = 256 * 1024
+) -> list[tuple[bytes, list[tuple[bytes, int]]]]:
+    """:func:`encode_counts`, each message with the ``(key, count)`` pairs it carries."""
+    out: list[tuple[bytes, list[tuple[bytes, int]]]] = []
     lines: list[bytes] = []
+    line_items: list[tuple[bytes, int]] = []
     size = 0
     odd: list[tuple[bytes, int]] = []
     odd_size = 0
@@ -121,21 +130,22 @@ def encode_counts(
         if lines_safe(k):
             line = k + b"\t" + str(n).encode() + b"\n"
             if size + len(line) > max_bytes and lines:
-                out.append(b"".join(lines))
-                lines, size = [], 0
+                out.append((b"".join(lines), line_items))
+                lines, line_items, size = [], [], 0
             lines.append(line)
+            line_items.append((k, n))
             size += len(line)
         else:
             est = len(k) * 2 + 24
             if odd_size + est > max_bytes and odd:
-                out.append(encode_json_batch(odd))
+                out.append((encode_json_batch(odd), odd))
                 odd, odd_size = [], 0
             odd.append((k, n))
             odd_size += est
     if lines:
-        out.append(b"".join(lines))
+        out.append((b"".join(lines), line_items))
     if odd:
-        out.append(encode_json_batch(odd))
+        out.append((encode_json_batch(odd), odd))
     return out
 
 

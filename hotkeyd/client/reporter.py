@@ -18,6 +18,17 @@ of further new keys are dropped and counted in ``dropped`` (the app is never blo
 While Kafka is unreachable, unsent counts are merged back into the buffer under the same
 bound.
 
+Nothing is lost silently, nothing is counted twice: each message keeps the counts it
+carries until its delivery result is known. Delivered: they are ``accesses_sent``. A
+failure that certainly left nothing on the broker and that a retry can fix (no metadata,
+the producer's buffer full, a retriable broker error): only that message's counts are
+merged back for the next flush (``accesses_requeued``; beyond ``max_keys`` dropped and
+counted). A failure a retry cannot fix (a record over ``max_request_size``, not
+authorized) or whose outcome is unknown (the delivery timed out, the connection broke
+after the request went out, still pending at close): dropped and counted, never re-sent
+(at most once). ``stats()``: ``accesses_recorded = accesses_sent + dropped +
+accesses_buffered``.
+
 ::
 
     reporter = Reporter("kafka:9092", "hotkeyd-accesses")
@@ -30,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -39,7 +50,7 @@ import mmh3
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.kafka import check_reachable, kafka_python
 from hotkeyd.errors import ClientError
-from hotkeyd.formats import MAX_COUNT, encode_counts
+from hotkeyd.formats import MAX_COUNT, encode_count_messages
 from hotkeyd.keys import key_bytes
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
@@ -103,14 +114,19 @@ class Reporter:
         self._producer_kwargs = dict(producer_kwargs or {})
         self._clock = clock
         self._producer = producer
+        # One lock for the buffer and every counter, so stats() is one consistent snapshot.
         self._lock = threading.Lock()
         self._buf: dict[Any, int] = {}
         self._dropped = 0
+        self._recorded = 0
         self._flush_lock = threading.Lock()  # one flush at a time (thread vs explicit flush())
-        self._stats_lock = threading.Lock()
+        self._in_flight: set[_Message] = set()  # messages whose delivery result is unknown
+        self._in_flight_accesses = 0
+        self._closing = False  # failures from now on are dropped (counted), never re-queued
         self.messages_sent = 0
         self.bytes_sent = 0
         self.accesses_sent = 0
+        self.accesses_requeued = 0
         self.send_errors = 0
         self._stop = threading.Event()
         self._closed = False
@@ -121,8 +137,15 @@ class Reporter:
 
     # -- hot path -----------------------------------------------------------------------
     def record(self, key: bytes | str, n: int = 1) -> None:
-        """Count ``n`` accesses of ``key``. Never blocks on I/O; drops when the buffer is full."""
+        """Count ``n`` accesses of ``key``. Never blocks on I/O; drops when the buffer is full.
+
+        ``n`` must be an int >= 1; anything else is counted as one dropped access and logged.
+        """
+        if type(n) is not int or n < 1:
+            self._reject(f"count {n!r} is not an int >= 1")
+            return
         with self._lock:
+            self._recorded += n
             buf = self._buf
             c = buf.get(key)
             if c is not None:
@@ -132,15 +155,30 @@ class Reporter:
             else:
                 self._dropped += n
 
+    def _reject(self, why: str) -> None:
+        """One access that cannot be reported (bad count, not a key): recorded and dropped."""
+        with self._lock:
+            self._recorded += 1
+            self._dropped += 1
+        logger.warning("reporter: dropped an access: %s", why)
+
     # -- state ----------------------------------------------------------------------------
     @property
     def dropped(self) -> int:
-        """Accesses dropped because the buffer was full (or the key was not bytes/str)."""
+        """Accesses dropped and counted: the buffer full, a key that is not bytes/str, a count
+        over the cap, a message that failed for good or whose delivery is unknown, unsent at
+        close."""
         return self._dropped
 
     def stats(self) -> dict[str, int]:
-        """Counters for the app's own metrics: sent messages/bytes/accesses, drops, errors."""
-        with self._stats_lock:
+        """Counters for the app's own metrics: sent messages/bytes/accesses, drops, errors.
+
+        Counts are in accesses except ``messages_sent``, ``send_errors`` (messages) and
+        ``bytes_sent``. Between flushes ``accesses_recorded == accesses_sent + dropped +
+        accesses_buffered`` (buffered: in the buffer or in a message awaiting its result).
+        """
+        with self._lock:
+            buffered = sum(n for n in self._buf.values() if type(n) is int)
             return {
                 "messages_sent": self.messages_sent,
                 "bytes_sent": self.bytes_sent,
@@ -148,6 +186,10 @@ class Reporter:
                 "send_errors": self.send_errors,
                 "dropped": self._dropped,
                 "buffered_keys": len(self._buf),
+                "accesses_recorded": self._recorded,
+                "accesses_requeued": self.accesses_requeued,
+                "accesses_in_flight": self._in_flight_accesses,
+                "accesses_buffered": buffered + self._in_flight_accesses,
             }
 
     # -- flushing ---------------------------------------------------------------------------
@@ -168,8 +210,10 @@ class Reporter:
         """Flush what is buffered and stop; return the accesses that could not be sent.
 
         Idempotent; accesses recorded after close() are not sent. Counts still buffered
-        when the last flush failed (Kafka unreachable) are added to :attr:`dropped`,
-        ``unsent_at_close`` and logged: never lost silently.
+        when the last flush failed (Kafka unreachable), and messages whose delivery is still
+        unknown when the producer is closed (they may or may not be on the topic; they are
+        never sent again), are added to :attr:`dropped`, ``unsent_at_close`` and logged:
+        never lost silently, never counted twice.
         """
         if self._closed:
             return self.unsent_at_close
@@ -177,24 +221,35 @@ class Reporter:
         self._stop.set()
         self._thread.join(timeout)
         self.flush(timeout=timeout)
-        left = self._swap()
-        unsent = sum(n for n in left.values() if type(n) is int and n > 0)
-        if unsent:
-            with self._lock:
-                self._dropped += unsent
-            self.unsent_at_close = unsent
-            logger.warning(
-                "reporter: closed with %d accesses of %d keys unsent (Kafka %s unreachable)",
-                unsent,
-                len(left),
-                self._bootstrap,
-            )
+        with self._lock:
+            self._closing = True
+            left, self._buf = self._buf, {}
+            unsent = sum(n for n in left.values() if type(n) is int and n > 0)
+            self._dropped += unsent
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
                 producer.close(timeout=timeout)
             except Exception as exc:
                 logger.warning("reporter: closing the producer failed: %s", exc)
+        with self._lock:  # what the closed producer never resolved: outcome unknown
+            pending, self._in_flight = self._in_flight, set()
+            unknown = sum(m.total for m in pending)
+            self._in_flight_accesses -= unknown
+            self._dropped += unknown
+        for m in pending:
+            m.settled = True
+        if unsent or unknown:
+            self.unsent_at_close = unsent + unknown
+            logger.warning(
+                "reporter: closed with %d accesses of %d keys unsent and %d accesses in %d "
+                "messages of unknown delivery (Kafka %s), counted as dropped",
+                unsent,
+                len(left),
+                unknown,
+                len(pending),
+                self._bootstrap,
+            )
         return self.unsent_at_close
 
     def __enter__(self) -> Reporter:
@@ -259,15 +314,21 @@ class Reporter:
     def _merge_back(self, items: Iterable[tuple[bytes, int]]) -> None:
         """Put unsent counts back (bounded by max_keys; the rest is dropped and counted)."""
         with self._lock:
-            buf = self._buf
-            for k, n in items:
-                c = buf.get(k)
-                if c is not None:
-                    buf[k] = c + n
-                elif len(buf) < self.max_keys:
-                    buf[k] = n
-                else:
-                    self._dropped += n
+            self._merge_back_locked(items)
+
+    def _merge_back_locked(self, items: Iterable[tuple[bytes, int]]) -> None:
+        buf = self._buf
+        closing = self._closing  # close() took the buffer already: nothing would send these
+        for k, n in items:
+            c = buf.get(k)
+            if closing:
+                self._dropped += n
+            elif c is not None:
+                buf[k] = c + n
+            elif len(buf) < self.max_keys:
+                buf[k] = n
+            else:
+                self._dropped += n
 
     def _flush_once(self) -> bool:
         buf = self._swap()
@@ -291,20 +352,18 @@ class Reporter:
         for k, n in merged.items():
             by_part.setdefault(partition_for(k, nparts), []).append((k, n))
         for p, items in by_part.items():
-            for value in encode_counts(items, max_bytes=self.max_message_bytes):
-                self._send(producer, p, value)
-        with self._stats_lock:
-            self.accesses_sent += sum(merged.values())
+            for value, carried in encode_count_messages(items, max_bytes=self.max_message_bytes):
+                self._send(producer, p, value, carried)
         return True
 
     def _normalize(self, buf: dict[Any, int]) -> dict[bytes, int]:
         """Merge str and bytes spellings of a key; drop (and count) non-key types and bad counts."""
         out: dict[bytes, int] = {}
         bad = 0
-        for k, n in buf.items():
+        for k, n in buf.items():  # record() took only ints >= 1
             kb = k if type(k) is bytes else _as_bytes(k)
-            if kb is None or type(n) is not int or n < 1:
-                bad += n if type(n) is int and n > 0 else 1
+            if kb is None:
+                bad += n
                 continue
             out[kb] = out.get(kb, 0) + n
         for kb, n in out.items():
@@ -320,30 +379,88 @@ class Reporter:
             )
         return out
 
-    def _send(self, producer: Any, partition: int, value: bytes) -> None:
+    def _send(
+        self, producer: Any, partition: int, value: bytes, items: list[tuple[bytes, int]]
+    ) -> None:
+        msg = _Message(items, len(value))
+        with self._lock:
+            self._in_flight.add(msg)
+            self._in_flight_accesses += msg.total
         try:
             fut = producer.send(self.topic, value=value, partition=partition)
-        except Exception as exc:
-            with self._stats_lock:
-                self.send_errors += 1
-            logger.warning("reporter: send to %s[%d] failed: %s", self.topic, partition, exc)
+        except Exception as exc:  # raised before the record was queued: it never left
+            self._failed(msg, exc, queued=False)
             return
-        size = len(value)
-        fut.add_callback(self._delivered(size))
-        fut.add_errback(self._failed)
+        fut.add_callback(lambda _md: self._delivered(msg))
+        fut.add_errback(lambda exc: self._failed(msg, exc, queued=True))
 
-    def _delivered(self, size: int) -> Callable[[Any], None]:
-        def cb(_md: Any) -> None:
-            with self._stats_lock:
-                self.messages_sent += 1
-                self.bytes_sent += size
+    def _settle_locked(self, msg: _Message) -> bool:
+        """Take ``msg`` out of flight; False if its result was already accounted for."""
+        if msg.settled:
+            return False
+        msg.settled = True
+        self._in_flight.discard(msg)
+        self._in_flight_accesses -= msg.total
+        return True
 
-        return cb
+    def _delivered(self, msg: _Message) -> None:
+        with self._lock:
+            if not self._settle_locked(msg):
+                return
+            self.messages_sent += 1
+            self.bytes_sent += msg.size
+            self.accesses_sent += msg.total
 
-    def _failed(self, exc: BaseException) -> None:
-        with self._stats_lock:
+    def _failed(self, msg: _Message, exc: BaseException, *, queued: bool) -> None:
+        with self._lock:
+            if not self._settle_locked(msg):
+                return
             self.send_errors += 1
-        logger.warning("reporter: delivery to %s failed: %s", self.topic, exc)
+            requeue = not self._closing and _never_appended_and_retriable(exc, queued)
+            if requeue:
+                self.accesses_requeued += msg.total
+                self._merge_back_locked(msg.items)
+            else:
+                self._dropped += msg.total
+        logger.warning(
+            "reporter: a message to %s (%d accesses of %d keys) failed: %s: %s; %s",
+            self.topic,
+            msg.total,
+            len(msg.items),
+            type(exc).__name__,
+            exc,
+            "re-queued for the next flush" if requeue else "dropped and counted",
+        )
+
+
+class _Message:
+    """One reporter message in flight and the counts it carries until its result is known."""
+
+    __slots__ = ("items", "settled", "size", "total")
+
+    def __init__(self, items: list[tuple[bytes, int]], size: int) -> None:
+        self.items = items
+        self.total = sum(n for _, n in items)
+        self.size = size
+        self.settled = False
+
+
+def _never_appended_and_retriable(exc: BaseException, queued: bool) -> bool:
+    """Whether sending the same counts again is both useful and never a double count.
+
+    An error raised by ``send()`` itself (no metadata, the buffer full) means the record was
+    never queued. Of the errors a queued record's future fails with, only a retriable error
+    the broker answered with says it did not append the records; a delivery timeout, a
+    broken connection or a request timeout leaves the outcome unknown (at most once: drop).
+    """
+    if not getattr(exc, "retriable", False):
+        return False
+    if not queued:
+        return True
+    errors = kafka_python().errors
+    return isinstance(exc, errors.BrokerResponseError) and not isinstance(
+        exc, (errors.RequestTimedOutError, errors.NotEnoughReplicasAfterAppendError)
+    )
 
 
 # --------------------------------------------------------------------------- redis-py helper
@@ -401,8 +518,7 @@ def _record_keys(reporter: Reporter, args: tuple[Any, ...]) -> None:
         if kb is not None:
             reporter.record(kb)
         else:  # not a key redis-py could send: counted as dropped, never silently lost
-            with reporter._lock:
-                reporter._dropped += 1
+            reporter._reject(f"{type(k).__name__} is not a key")
 
 
 def instrument(client: Any, reporter: Reporter) -> Any:

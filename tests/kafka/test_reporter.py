@@ -8,7 +8,7 @@ import time
 
 import pytest
 import redis
-from kafka_testutil import create_topic, drain, read_all, settings
+from kafka_testutil import count_batches, create_topic, drain, read_all, settings
 
 from hotkeyd.client.reporter import Reporter, command_keys, instrument, partition_for
 from hotkeyd.errors import ClientError
@@ -76,8 +76,6 @@ def test_recorded_counts_arrive_exactly_and_key_partitioned(
     for r in records:
         batches, bad = decoder.decode([r])
         assert not bad
-        from kafka_testutil import count_batches
-
         for key in count_batches(batches):
             assert partition_for(key, PARTITIONS) == r.partition
     assert len({r.partition for r in records}) == PARTITIONS
@@ -232,3 +230,61 @@ def test_counts_over_the_cap_are_capped_and_counted(kafka_broker: KafkaBroker, u
     assert rep.dropped == 10
     got = consume(kafka_broker.bootstrap, topic, MAX_COUNT + 2, f"g-{unique}")
     assert got == {b"big": MAX_COUNT, b"small": 2}
+
+
+@pytest.mark.integration
+def test_partial_flush_failure_counts_each_access_once(
+    kafka_broker: KafkaBroker, unique: str
+) -> None:
+    """Some messages of one flush fail (over the producer's max_request_size): only what
+    they carried is dropped and counted; the rest is sent once and counted as sent."""
+    topic = f"rep-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=2)
+    rep = Reporter(
+        kafka_broker.bootstrap,
+        topic,
+        flush_interval=3600,  # only the explicit flushes
+        max_message_bytes=2048,
+        producer_kwargs={"max_request_size": 8192},
+    )
+    small = collections.Counter({b"small:%d" % i: i + 1 for i in range(400)})
+    # A key longer than the request limit travels alone in its message, which fails.
+    huge = collections.Counter({b"huge:%d:" % i + b"x" * 9000: 5 + i for i in range(3)})
+    try:
+        for k, n in (small + huge).items():
+            rep.record(k, n)
+        assert rep.flush(timeout=10)
+        st = rep.stats()
+    finally:
+        rep.close()
+    assert st["send_errors"] == 3
+    assert st["accesses_sent"] == sum(small.values())
+    assert st["dropped"] == rep.dropped == sum(huge.values())  # exactly what failed
+    assert st["accesses_in_flight"] == 0 and st["accesses_buffered"] == 0
+    assert st["accesses_recorded"] == st["accesses_sent"] + st["dropped"]
+    assert st["accesses_requeued"] == 0 and rep.unsent_at_close == 0
+    records = read_all(kafka_broker.bootstrap, topic, st["messages_sent"])
+    assert len(records) == st["messages_sent"] > 2
+    got = count_batches(RecordDecoder("reporter").decode(records)[0])
+    assert all(n <= small[k] for k, n in got.items())  # no key more often than recorded
+    assert sum(got.values()) == st["accesses_sent"]
+    assert got == small
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_bad_counts_and_non_keys_are_recorded_and_dropped() -> None:
+    rep = Reporter(f"127.0.0.1:{free_port()}", "t", flush_interval=3600)
+    try:
+        rep.record(b"k", 0)
+        rep.record(b"k", -3)
+        rep.record(b"k", 1.5)  # type: ignore[arg-type]
+        rep.record(None, 4)  # type: ignore[arg-type]  # not a key: its 4 accesses are dropped
+        rep.record(b"k", 2)
+        assert rep.dropped == 3
+        st = rep.stats()
+        assert st["accesses_recorded"] == 9 and st["accesses_buffered"] == 6
+    finally:
+        assert rep.close(timeout=1) == 2  # b"k": 2 never sent (nothing listens)
+    st = rep.stats()
+    assert rep.dropped == 9 == st["accesses_recorded"]
+    assert st["accesses_sent"] == 0 and st["accesses_buffered"] == 0
