@@ -257,3 +257,34 @@ def test_direct_mode_rule(python_mod: Any) -> None:
     # the next round; no direct mode (that round repeats a lot).
     assert applied[:64] == [(b"h%d" % i, 3 * cap // 64) for i in range(64)]
     assert len(applied) == len(set(skewed))
+
+
+@pytest.mark.parametrize("events", [6553, 6554])  # 4,096 * 8 / 5 = 6553.6: the rule's edge
+@pytest.mark.parametrize("how", ["many", "lines"])
+def test_direct_mode_edges_agree(mods: tuple[Any, Any], events: int, how: str) -> None:
+    """The edges of the mode switch, in C as in the twin: a full round of exactly
+    ``events`` events (direct mode from 6,553, not from 6,554), the next round's key
+    arriving, repeats right after the switch (summed only when aggregating), a direct span
+    ending exactly (32,768 events, then a round that sums again), and a batch that ends
+    on a full round. Tiny tables and counts of 25 (foreign counters that decay slowly, so
+    each update draws): unit and summed updates leave different generator states."""
+    import random
+
+    rnd = random.Random(events)
+    cap = mods[1].AGG_CAP
+    full = [b"r%d" % i for i in range(cap)]
+    round1 = list(full)
+    for _ in range(events - cap):  # repeats spread through the round, first key first
+        round1.insert(rnd.randrange(1, len(round1) + 1), rnd.choice(full))
+    after = [b"x", b"y", b"x", b"x" * 60, b"x" * 60, b"y"]
+    span = [b"s%d" % (i % 7000) for i in range(mods[1].DIRECT_SPAN - len(after))]
+    tail = [b"z", b"z", b"w" * 50, b"w" * 50, *(b"t%d" % i for i in range(cap))]
+    stream = round1 + after + span + tail
+    a = mods[0].HeavyKeeper(k=4, width=8, depth=2, seed=7, max_key_len=64)
+    b = mods[1].HeavyKeeper(k=4, width=8, depth=2, seed=7, max_key_len=64)
+    for sk in (a, b):
+        if how == "many":
+            sk.update_many(stream, [25] * len(stream))
+        else:
+            sk.update_lines(b"".join(k + b"\t25\n" for k in stream), counted=True)
+    _assert_same(a, b, {b"x", b"y", b"z", b"w" * 50, b"x" * 60})
