@@ -123,6 +123,8 @@ class Reporter:
         self._in_flight: set[_Message] = set()  # messages whose delivery result is unknown
         self._in_flight_accesses = 0
         self._closing = False  # failures from now on are dropped (counted), never re-queued
+        self._own_producer = producer is None  # built here: replaced when it goes stale
+        self._stale_producer = False
         self.messages_sent = 0
         self.bytes_sent = 0
         self.accesses_sent = 0
@@ -228,17 +230,8 @@ class Reporter:
             self._dropped += unsent
         producer, self._producer = self._producer, None
         if producer is not None:
-            try:
-                producer.close(timeout=timeout)
-            except Exception as exc:
-                logger.warning("reporter: closing the producer failed: %s", exc)
-        with self._lock:  # what the closed producer never resolved: outcome unknown
-            pending, self._in_flight = self._in_flight, set()
-            unknown = sum(m.total for m in pending)
-            self._in_flight_accesses -= unknown
-            self._dropped += unknown
-        for m in pending:
-            m.settled = True
+            _close_producer(producer, timeout)
+        pending, unknown = self._drop_unsettled()
         if unsent or unknown:
             self.unsent_at_close = unsent + unknown
             logger.warning(
@@ -247,10 +240,37 @@ class Reporter:
                 unsent,
                 len(left),
                 unknown,
-                len(pending),
+                pending,
                 self._bootstrap,
             )
         return self.unsent_at_close
+
+    def _drop_unsettled(self) -> tuple[int, int]:
+        """Count messages a closed producer never resolved as dropped: (messages, accesses).
+
+        Their outcome is unknown (the broker may have appended them): never sent again.
+        """
+        with self._lock:
+            pending, self._in_flight = self._in_flight, set()
+            unknown = 0
+            for m in pending:
+                m.settled = True
+                unknown += m.total
+            self._in_flight_accesses -= unknown
+            self._dropped += unknown
+        return len(pending), unknown
+
+    def _recycle_producer(self) -> None:
+        """Replace a producer whose delivery timed out (kafka-python 3.0's idempotent
+        producer resets its producer id then and never asks for a new one: every later
+        message would stall). Its unresolved messages are dropped and counted."""
+        producer, self._producer = self._producer, None
+        self._stale_producer = False
+        if producer is None:
+            return
+        logger.warning("reporter: replacing the Kafka producer after a delivery timeout")
+        _close_producer(producer, 0.0)
+        self._drop_unsettled()
 
     def __enter__(self) -> Reporter:
         return self
@@ -331,6 +351,8 @@ class Reporter:
                 self._dropped += n
 
     def _flush_once(self) -> bool:
+        if self._stale_producer:
+            self._recycle_producer()
         buf = self._swap()
         if not buf:
             return True
@@ -422,6 +444,9 @@ class Reporter:
                 self._merge_back_locked(msg.items)
             else:
                 self._dropped += msg.total
+                timed_out = isinstance(exc, kafka_python().errors.KafkaTimeoutError)
+                if queued and timed_out and self._own_producer:
+                    self._stale_producer = True  # replaced by the next flush
         logger.warning(
             "reporter: a message to %s (%d accesses of %d keys) failed: %s: %s; %s",
             self.topic,
@@ -431,6 +456,26 @@ class Reporter:
             exc,
             "re-queued for the next flush" if requeue else "dropped and counted",
         )
+
+
+def _close_producer(producer: Any, timeout: float) -> None:
+    """Close a kafka-python producer, stopping its sender even when pending messages would
+    not complete in ``timeout`` (its ``close()`` then raises and leaves the sender running;
+    stopping it fails those messages)."""
+    try:
+        producer.close(timeout=timeout)
+        return
+    except Exception as exc:
+        logger.warning("reporter: closing the producer failed: %s", exc)
+    sender = getattr(producer, "_sender", None)
+    if sender is None:
+        return
+    sender.force_close()
+    sender.join(5.0)
+    try:
+        producer.close(timeout=0)
+    except Exception as exc:
+        logger.warning("reporter: force-closing the producer failed: %s", exc)
 
 
 class _Message:

@@ -288,3 +288,55 @@ def test_bad_counts_and_non_keys_are_recorded_and_dropped() -> None:
     st = rep.stats()
     assert rep.dropped == 9 == st["accesses_recorded"]
     assert st["accesses_sent"] == 0 and st["accesses_buffered"] == 0
+
+
+@pytest.mark.integration
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_delivery_timeout_on_a_stalled_broker_is_never_sent_twice(
+    kafka_broker: KafkaBroker, unique: str, kafka_python_socket_leaks: None
+) -> None:
+    """A broker that stops answering (SIGSTOP) past the delivery timeout: the timed-out
+    message's outcome is unknown (the broker appends it when it resumes), so its counts
+    are dropped and counted, not re-sent: no key arrives twice, nothing goes uncounted."""
+    import signal
+
+    topic = f"rep-{unique}"
+    create_topic(kafka_broker.bootstrap, topic, partitions=1)
+    rep = Reporter(
+        kafka_broker.bootstrap,
+        topic,
+        flush_interval=3600,
+        producer_kwargs={"request_timeout_ms": 1000, "delivery_timeout_ms": 1500},
+    )
+    first = collections.Counter({b"first:%d" % i: i + 1 for i in range(50)})
+    then = collections.Counter({b"then:%d" % i: 2 for i in range(50)})
+    assert kafka_broker.proc is not None
+    try:
+        rep.record(b"warm", 1)
+        assert rep.flush(timeout=10)  # connected, metadata known
+        kafka_broker.proc.send_signal(signal.SIGSTOP)
+        try:
+            for k, n in first.items():
+                rep.record(k, n)
+            rep.flush(timeout=0.5)
+            deadline = time.monotonic() + 15
+            while rep.stats()["accesses_in_flight"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            kafka_broker.proc.send_signal(signal.SIGCONT)
+        st = rep.stats()
+        assert st["accesses_in_flight"] == 0 and st["send_errors"] >= 1
+        assert st["dropped"] == sum(first.values()) and st["accesses_requeued"] == 0
+        for k, n in then.items():
+            rep.record(k, n)
+        assert rep.flush(timeout=10)
+    finally:
+        rep.close()
+    st = rep.stats()
+    recorded = first + then + collections.Counter({b"warm": 1})
+    assert st["accesses_recorded"] == sum(recorded.values()) == st["accesses_sent"] + st["dropped"]
+    assert st["accesses_sent"] == sum(then.values()) + 1
+    records = read_all(kafka_broker.bootstrap, topic, st["messages_sent"] + 1, timeout=5)
+    got = count_batches(RecordDecoder("reporter").decode(records)[0])
+    assert all(n <= recorded[k] for k, n in got.items()), got  # never twice
+    assert {k: got[k] for k in then} == then
