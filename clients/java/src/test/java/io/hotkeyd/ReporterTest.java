@@ -87,6 +87,15 @@ class ReporterTest {
     return topic;
   }
 
+  /** A reporter that flushes only when told to, with extra producer settings. */
+  static Reporter explicitFlushes(String bootstrap, String topic, Map<String, Object> settings,
+      int maxMessageBytes) {
+    Properties extra = new Properties();
+    extra.putAll(settings);
+    return new Reporter(Reporter.newProducer(bootstrap, extra), topic, Duration.ofHours(1),
+        100_000, maxMessageBytes);
+  }
+
   /** Some messages of one flush fail (over max.request.size): only what they carried is
    *  dropped and counted; the rest arrives once and is counted as sent. */
   @Test
@@ -94,13 +103,10 @@ class ReporterTest {
     try (Broker broker = startBroker()) {
       String bootstrap = broker.bootstrap();
       String topic = createTopic(bootstrap, 4);
-      Properties extra = new Properties();
-      extra.put("max.request.size", 8192);
       Map<String, Long> small = new HashMap<>();
       long smallTotal = 0;
       long hugeTotal = 0;
-      Reporter r = new Reporter(Reporter.newProducer(bootstrap, extra), topic,
-          Duration.ofHours(1), 100_000, 2048);
+      Reporter r = explicitFlushes(bootstrap, topic, Map.of("max.request.size", 8192), 2048);
       try {
         for (int i = 0; i < 400; i++) {
           String k = "small:" + i;
@@ -124,6 +130,73 @@ class ReporterTest {
       Map<String, Long> got = consume(bootstrap, topic, 4, smallTotal);
       assertEquals(small, got); // every key once: none more often than recorded
     }
+  }
+
+  /** A broker stalled (SIGSTOP) past the delivery timeout: the timed-out message's outcome is
+   *  unknown (the broker may append it when resumed), so it is dropped and counted, never
+   *  re-sent; no key arrives more often than recorded, later flushes still deliver. */
+  @Test
+  void deliveryTimeoutOnAStalledBrokerIsNeverSentTwice() throws Exception {
+    try (Broker broker = startBroker()) {
+      String bootstrap = broker.bootstrap();
+      String topic = createTopic(bootstrap, 4);
+      Map<String, Long> recorded = new HashMap<>();
+      Map<String, Long> then = new HashMap<>();
+      long firstTotal = 0;
+      Reporter r = explicitFlushes(bootstrap, topic,
+          Map.of("request.timeout.ms", 1000, "delivery.timeout.ms", 1500), 256 * 1024);
+      try {
+        r.record("warm");
+        r.flush();
+        long deadline = System.nanoTime() + 15_000_000_000L;
+        while (r.accessesSent.sum() < 1 && System.nanoTime() < deadline) {
+          Thread.sleep(20);
+        }
+        assertEquals(1, r.accessesSent.sum());
+        signal(broker, "STOP");
+        try {
+          for (int i = 0; i < 50; i++) {
+            r.record("first:" + i, i + 1);
+            recorded.put(HEX.formatHex(("first:" + i).getBytes(StandardCharsets.UTF_8)),
+                (long) i + 1);
+            firstTotal += i + 1;
+          }
+          r.flush();
+          deadline = System.nanoTime() + 15_000_000_000L;
+          while (r.buffered() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+          }
+        } finally {
+          signal(broker, "CONT");
+        }
+        assertEquals(0, r.buffered());
+        assertEquals(firstTotal, r.dropped.sum());
+        assertEquals(0, r.requeued.sum());
+        for (int i = 0; i < 50; i++) {
+          r.record("then:" + i, 2);
+          then.put(HEX.formatHex(("then:" + i).getBytes(StandardCharsets.UTF_8)), 2L);
+        }
+      } finally {
+        r.close();
+      }
+      recorded.putAll(then);
+      recorded.put(HEX.formatHex("warm".getBytes(StandardCharsets.UTF_8)), 1L);
+      assertEquals(r.recorded.sum(), r.accessesSent.sum() + r.dropped.sum());
+      assertEquals(101, r.accessesSent.sum());
+      Map<String, Long> got = consume(bootstrap, topic, 4, r.accessesSent.sum());
+      for (Map.Entry<String, Long> e : got.entrySet()) {
+        assertTrue(e.getValue() <= recorded.getOrDefault(e.getKey(), 0L), e.getKey());
+      }
+      for (Map.Entry<String, Long> e : then.entrySet()) {
+        assertEquals(e.getValue(), got.get(e.getKey()), e.getKey());
+      }
+    }
+  }
+
+  static void signal(Broker broker, String sig) throws Exception {
+    Process k = new ProcessBuilder("kill", "-" + sig, Long.toString(broker.proc().pid()))
+        .inheritIO().start();
+    assertEquals(0, k.waitFor());
   }
 
   /** Every count on the topic's partitions, read until {@code total} arrived (20 s at most). */
