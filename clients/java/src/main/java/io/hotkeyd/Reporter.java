@@ -111,7 +111,13 @@ public final class Reporter implements AutoCloseable {
     p.put(ProducerConfig.LINGER_MS_CONFIG, 5);
     p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 2000);
     p.put(ProducerConfig.ACKS_CONFIG, "1");
+    // At most once without idempotent writes (Tansu fences the epoch bump an idempotent
+    // producer makes after a delivery timeout, failing every later send): the producer never
+    // re-sends a request on its own, since one that timed out may have been appended. A
+    // retriable error the broker answered with is re-queued by the reporter itself (only that
+    // message's counts, next flush); a timeout or a lost connection is dropped and counted.
     p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false);
+    p.put(ProducerConfig.RETRIES_CONFIG, 0);
     p.putAll(extra);
     return new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
   }
