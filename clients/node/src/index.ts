@@ -3,7 +3,7 @@ export { HotCache, type CacheOptions, type CacheStats } from "./cache.js";
 export { HotSet, keyId, systemClock, type ApplyResult, type Clock, type HotItem, type HotSetOptions } from "./hotset.js";
 export { keyBytes, KeyError, pyFloatRepr, type KeyInput } from "./keys.js";
 export { murmur3, partitionFor, shardOf, SHARD_SEED } from "./murmur3.js";
-export { encodeCounts, MAX_REPORT_COUNT, Reporter, type ReporterOptions, type ReporterStats } from "./reporter.js";
+export { encodeCounts, encodeMessages, MAX_REPORT_COUNT, Reporter, type ReportMessage, type ReporterOptions, type ReporterStats } from "./reporter.js";
 export { holdsKey, PartialTakeError, ShardedCounter, type ShardedCounterOptions } from "./sharded.js";
 export { Subscriber, type RedisLike, type SubscriberOptions, type SubscriberStats } from "./subscriber.js";
 export {
