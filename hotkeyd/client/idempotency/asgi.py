@@ -24,6 +24,7 @@ from hotkeyd.client.idempotency.http import (
     failure,
     refusal,
 )
+from hotkeyd.client.idempotency.keepalive import KeepAlive
 from hotkeyd.client.idempotency.outcome import Outcome
 from hotkeyd.errors import ClientError, IdempotencyError
 
@@ -89,7 +90,8 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
         # e.g. to pass its fencing token on to the database.
         scope = {**scope, "state": {**scope.get("state", {}), LEASE_STATE: lease}}
         try:
-            resp = await _run(self.app, scope, body)
+            async with KeepAlive(self.guard, lease):  # renewed for as long as the app runs
+                resp = await _run(self.app, scope, body)
         except BaseException:
             await self.guard.abandon(lease)
             raise

@@ -25,6 +25,7 @@ from hotkeyd.client.idempotency.http import (
     failure,
     refusal,
 )
+from hotkeyd.client.idempotency.keepalive import KeepAlive
 from hotkeyd.client.idempotency.outcome import Outcome
 from hotkeyd.errors import IdempotencyError
 
@@ -74,7 +75,8 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         try:
-            resp = _run(self.app, environ)
+            with KeepAlive(self.guard, b.lease):  # renewed for as long as the app runs
+                resp = _run(self.app, environ)
         except BaseException:
             self.guard.abandon(b.lease)
             raise

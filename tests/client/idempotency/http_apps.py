@@ -3,7 +3,7 @@
     python http_apps.py uvicorn PORT     # real uvicorn
     python http_apps.py waitress PORT    # real waitress
 
-Reads REDIS_URL and PREFIX from the environment. ``POST /order`` counts an order in Redis
+Reads REDIS_URL, PREFIX and LEASE (seconds) from the environment. ``POST /order`` counts an order in Redis
 and answers 201 with a fresh uuid (so a second run would give other bytes); ``?sleep=S``
 makes it slow after counting; ``?flaky=1`` answers 500 on the first call. ``/order`` requires an Idempotency-Key, ``/note`` does not. ``POST /stream`` counts an order too
 and streams its answer in pieces (StreamingResponse, a generator in Flask).
@@ -25,6 +25,7 @@ from hotkeyd.wire import Namespace
 
 URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 PREFIX = os.environ.get("PREFIX", "hk-http")
+LEASE = float(os.environ.get("LEASE", "10"))
 POLICY = HttpPolicy(
     required={"/order"}, max_body=4096, user=lambda req: req.headers.get("x-user", "")
 )
@@ -81,7 +82,7 @@ def make_starlette() -> Any:
         ]
     )
     guard = AsyncIdempotencyGuard(
-        aioredis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=10
+        aioredis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=LEASE
     )
     app.add_middleware(IdempotencyMiddleware, guard=guard, policy=POLICY)
     return app
@@ -117,7 +118,7 @@ def make_flask() -> Any:
 
         return app.response_class(pieces(), 201, {"content-type": "text/plain"})
 
-    guard = IdempotencyGuard(redis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=10)
+    guard = IdempotencyGuard(redis.Redis.from_url(URL), namespace=Namespace(PREFIX), lease=LEASE)
     app.wsgi_app = IdempotencyWSGIMiddleware(app.wsgi_app, guard, POLICY)  # type: ignore[method-assign]
     return app
 

@@ -98,3 +98,44 @@ def test_async_guard_fails_closed_and_open(redis_server: RedisServer) -> None:
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_async_keepalive_renews_the_lease(
+    redis_server: RedisServer, r: redis.Redis, ns: Namespace
+) -> None:
+    """``async with KeepAlive(...)`` renews in a task: a 0.3 s lease outlives 0.8 s of work."""
+    from hotkeyd.client.idempotency import KeepAlive
+
+    sync = IdempotencyGuard(r, namespace=ns, lease=0.3, ttl=10)
+
+    async def main() -> None:
+        client = aioredis.Redis.from_url(redis_server.url)
+        guard = AsyncIdempotencyGuard(client, namespace=ns, lease=0.3, ttl=10)
+        b = await guard.begin("long", b"x")
+        assert b.lease is not None
+        async with KeepAlive(guard, b.lease, every=0.05) as ka:
+            await asyncio.sleep(0.8)
+            assert sync.begin("long", b"x").outcome is Outcome.IN_PROGRESS
+        assert ka.beats >= 5 and not ka.lost.is_set()
+        await guard.complete(b.lease, b"once")
+        # a taken-over lease: the keep-alive notices and stops
+        b2 = await guard.begin("taken", b"x")
+        assert b2.lease is not None
+        async with KeepAlive(guard, b2.lease, every=0.05) as ka:
+            await client.hset(b2.lease.record, "tok", "1")  # what a takeover does to the token
+            await asyncio.sleep(0.3)
+        assert ka.lost.is_set()
+        await client.aclose()
+
+    asyncio.run(main())
+    assert sync.begin("long", b"x").result == b"once"
+
+
+def test_sync_keepalive_refuses_an_async_guard(redis_server: RedisServer, ns: Namespace) -> None:
+    """The thread keep-alive would only create coroutines nobody awaits (the old bug)."""
+    from hotkeyd.client.idempotency import KeepAlive
+    from hotkeyd.client.idempotency.outcome import Lease
+
+    guard = AsyncIdempotencyGuard(aioredis.Redis.from_url(redis_server.url), namespace=ns)
+    with pytest.raises(TypeError, match="async with"), KeepAlive(guard, Lease("k", "r", 1)):
+        pass

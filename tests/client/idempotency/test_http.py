@@ -21,10 +21,18 @@ APPS = str(Path(__file__).with_name("http_apps.py"))
 APP_HEADERS = ("content-type", "content-length", "x-app")
 
 
+@pytest.fixture
+def lease() -> float:
+    """The apps' lease (seconds); a test overrides it with ``@pytest.mark.parametrize``."""
+    return 10.0
+
+
 @pytest.fixture(params=["uvicorn", "waitress"])
-def base(request: pytest.FixtureRequest, redis_server: RedisServer, ns: Namespace) -> Iterator[str]:
+def base(
+    request: pytest.FixtureRequest, redis_server: RedisServer, ns: Namespace, lease: float
+) -> Iterator[str]:
     port = free_port()
-    env = dict(os.environ, REDIS_URL=redis_server.url, PREFIX=ns.prefix)
+    env = dict(os.environ, REDIS_URL=redis_server.url, PREFIX=ns.prefix, LEASE=str(lease))
     proc = subprocess.Popen([sys.executable, APPS, request.param, str(port)], env=env)
     try:
         wait_for_port(port, timeout=20)
@@ -166,3 +174,30 @@ def test_a_client_that_hangs_up_gets_the_whole_response_on_retry(
     assert again.status_code == 201 and again.headers["idempotent-replayed"] == "true"
     assert again.content.startswith(b"order 1\n") and again.content.endswith(b"end\n")
     assert _orders(r, ns) == 1
+
+
+@pytest.mark.parametrize("lease", [1.0])
+def test_a_handler_longer_than_the_lease_runs_once(
+    base: str, r: redis.Redis, ns: Namespace
+) -> None:
+    """A 1.6 s handler behind a 1 s lease, a client retrying on 409: the middleware keeps
+    its lease alive while the handler runs, so the retry never takes over."""
+    h = {"Idempotency-Key": "slow-lease-1"}
+    out: dict[str, httpx.Response] = {}
+
+    def first() -> None:
+        with httpx.Client(base_url=base, timeout=20) as c:
+            out["first"] = c.post("/order?sleep=1.6", content=b"{}", headers=h)
+
+    t = threading.Thread(target=first)
+    t.start()
+    with httpx.Client(base_url=base, timeout=20) as c:
+        while _orders(r, ns) == 0 and t.is_alive():
+            time.sleep(0.01)
+        deadline = time.monotonic() + 15
+        while (again := c.post("/order?sleep=1.6", content=b"{}", headers=h)).status_code == 409:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    t.join()
+    assert _orders(r, ns) == 1
+    assert again.status_code == 201 and again.content == out["first"].content
