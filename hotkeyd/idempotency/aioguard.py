@@ -104,7 +104,11 @@ class AsyncIdempotencyGuard:
         """See :meth:`IdempotencyGuard.complete`."""
         if not lease.guarded:
             return
-        await self._write_redis(lease, result, failed)
+        try:
+            await self._write_redis(lease, result, failed)
+        except LeaseLostError as exc:
+            if not self.settings.store_fences(exc, self.store):
+                raise
         if self.store is None:
             return
         try:
@@ -114,7 +118,8 @@ class AsyncIdempotencyGuard:
             self.settings.failed(exc, "store write", lease)
             return
         if winner.token != lease.token:
-            await self._write_redis(lease, winner.result, winner.failed, repair=True)
+            with contextlib.suppress(LeaseLostError):  # gone: begin reads the store
+                await self._write_redis(lease, winner.result, winner.failed, repair=True)
             self.settings.stats.duplicates += 1
             raise duplicate(lease, winner)
 

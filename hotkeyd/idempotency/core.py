@@ -20,10 +20,11 @@ from hotkeyd.idempotency.errors import (
     DuplicateCompletionError,
     IdempotencyKeyError,
     IdempotencyUnavailable,
+    LeaseLostError,
 )
 from hotkeyd.idempotency.keys import IdempotencyNames, check_key, fingerprint, record_digest
 from hotkeyd.idempotency.outcome import Begin, Lease, Outcome
-from hotkeyd.idempotency.store import StoredFinal
+from hotkeyd.idempotency.store import DurableStore, StoredFinal
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.ratelog import RateLimitedLog
 
@@ -176,6 +177,16 @@ class GuardSettings:
         if self.on_error == "closed":
             raise IdempotencyUnavailable(f"idempotency guard unavailable ({what}): {err}") from exc
         self._warn.warning(f"open-{what}", "idempotency guard failing open on %s: %s", what, err)
+
+    def store_fences(self, exc: LeaseLostError, store: DurableStore | None) -> bool:
+        """Whether a ``complete`` Redis refused goes on to the durable store.
+
+        Only when Redis has no record at all (a restart, a failover, an expiry): nobody
+        else holds the key there, and the store's unique key decides between this result
+        and any other holder's (:class:`DuplicateCompletionError` for the loser). A record
+        taken over by another holder ("fenced") stays refused: that holder completes.
+        """
+        return store is not None and exc.reason == "gone"
 
     def failed(self, exc: BaseException, what: str, p: Prepared | Lease) -> Begin:
         """A failure during ``what``: raise (closed) or answer NEW, unguarded (open)."""

@@ -48,7 +48,15 @@ class IdempotencyMismatch(IdempotencyError):
 
 
 class LeaseLostError(IdempotencyError):
-    """A fenced step (complete, fail, extend, release) came from a holder whose lease was taken."""
+    """A fenced step (complete, fail, extend, release) came from a holder whose lease was taken.
+
+    ``reason`` is the script's: ``"gone"`` (Redis has no record: expired, released, or
+    lost in a restart or failover), ``"fenced"`` (another holder took over) or ``"final"``.
+    """
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class IdempotencyUnavailable(IdempotencyError, ConnectionError):

@@ -148,14 +148,21 @@ class IdempotencyGuard:
 
         Raises:
             LeaseLostError: the lease was taken over (the fencing token no longer
-                matches) or the record expired: this result is NOT stored.
+                matches), or the record is gone (expired, or lost in a Redis restart or
+                failover) and there is no durable store: this result is NOT stored.
+                With a store, a result whose record Redis forgot is written to the
+                store anyway: the store's unique key is then the fence.
             DuplicateCompletionError: the durable store already holds another result
                 for the key (the operation ran twice after Redis lost the record).
             IdempotencyUnavailable: Redis/store failed (closed mode).
         """
         if not lease.guarded:
             return
-        self._write_redis(lease, result, failed)
+        try:
+            self._write_redis(lease, result, failed)
+        except LeaseLostError as exc:
+            if not self.settings.store_fences(exc, self.store):
+                raise
         if self.store is None:
             return
         try:
@@ -164,7 +171,8 @@ class IdempotencyGuard:
             self.settings.failed(exc, "store write", lease)
             return
         if winner.token != lease.token:
-            self._write_redis(lease, winner.result, winner.failed, repair=True)
+            with contextlib.suppress(LeaseLostError):  # gone: begin reads the store
+                self._write_redis(lease, winner.result, winner.failed, repair=True)
             self.settings.stats.duplicates += 1
             raise duplicate(lease, winner)
 

@@ -91,5 +91,6 @@ def parse_fenced(reply: list[Any], what: str, lease: Lease) -> Any:
         "final": "the record is already final",
     }.get(why, why)
     raise LeaseLostError(
-        f"{what} refused for idempotency key {lease.key!r} (token {lease.token}): {detail}"
+        f"{what} refused for idempotency key {lease.key!r} (token {lease.token}): {detail}",
+        reason=why,
     )

@@ -6,7 +6,11 @@ import pytest
 import redis
 
 from hotkeyd.idempotency import DurableStore, IdempotencyGuard, Outcome
-from hotkeyd.idempotency.errors import IdempotencyUnavailable, LeaseLostError
+from hotkeyd.idempotency.errors import (
+    DuplicateCompletionError,
+    IdempotencyUnavailable,
+    LeaseLostError,
+)
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
 
@@ -65,3 +69,75 @@ def test_redis_down_fails_open_when_asked(redis_server: RedisServer, r: redis.Re
     assert b.outcome is Outcome.NEW and b.lease is not None and not b.lease.guarded
     guard.complete(b.lease, b"unrecorded")  # nothing to record, no error
     assert guard.stats.unavailable == 1
+
+
+def test_restart_between_begin_and_complete_stores_the_result(
+    redis_server: RedisServer, r: redis.Redis, ns: Namespace, store: DurableStore
+) -> None:
+    """Redis forgot the PROCESSING record: ``complete`` writes to the store anyway (its
+    unique key is the fence), so the retry replays instead of running a second time."""
+    guard = IdempotencyGuard(r, namespace=ns, store=store)
+    b = guard.begin("k", b"x")
+    assert b.lease is not None
+    redis_server.restart()
+    guard.complete(b.lease, b"first")
+    again = guard.begin("k", b"x")
+    assert again.outcome is Outcome.DONE and again.result == b"first"
+    assert guard.stats.store_replays == 1
+
+
+def test_async_restart_between_begin_and_complete_stores_the_result(
+    redis_server: RedisServer, ns: Namespace, store: DurableStore
+) -> None:
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    from hotkeyd.idempotency import AsyncIdempotencyGuard
+
+    async def main() -> None:
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        # reconnect once after the restart (the sync client does that by default)
+        retry = Retry(NoBackoff(), 1)
+        client = aioredis.Redis.from_url(
+            redis_server.url, retry=retry, retry_on_error=[redis.ConnectionError]
+        )
+        guard = AsyncIdempotencyGuard(client, namespace=ns, store=store)
+        b = await guard.begin("k", b"x")
+        assert b.lease is not None
+        redis_server.restart()
+        await guard.complete(b.lease, b"first")
+        assert (await guard.begin("k", b"x")).result == b"first"
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_true_double_completion_raises_duplicate(
+    redis_server: RedisServer, r: redis.Redis, ns: Namespace, store: DurableStore
+) -> None:
+    """Two holders both ran (Redis lost the record twice): the store keeps the first result."""
+    guard = IdempotencyGuard(r, namespace=ns, store=store)
+    first = guard.begin("k", b"x").lease
+    redis_server.restart()
+    second = guard.begin("k", b"x").lease
+    redis_server.restart()
+    assert first is not None and second is not None
+    guard.complete(second, b"second")
+    with pytest.raises(DuplicateCompletionError) as err:
+        guard.complete(first, b"first")
+    assert err.value.stored == b"second" and guard.stats.duplicates == 1
+    assert guard.begin("k", b"x").result == b"second"
+
+
+def test_without_a_store_a_forgotten_record_is_a_lost_lease(
+    redis_server: RedisServer, r: redis.Redis, ns: Namespace
+) -> None:
+    guard = IdempotencyGuard(r, namespace=ns)
+    b = guard.begin("k", b"x")
+    assert b.lease is not None
+    redis_server.restart()
+    with pytest.raises(LeaseLostError, match="expired"):
+        guard.complete(b.lease, b"first")
