@@ -27,6 +27,7 @@ from hotkeyd.idempotency.core import (
     from_store,
 )
 from hotkeyd.idempotency.errors import IdempotencyError, LeaseLostError
+from hotkeyd.idempotency.keys import fingerprint as fingerprint_of
 from hotkeyd.idempotency.outcome import Begin, Lease, Outcome, parse_begin, parse_fenced
 from hotkeyd.idempotency.store import DurableStore
 
@@ -99,6 +100,21 @@ class AsyncIdempotencyGuard:
         else:
             await self.abandon(b.lease)
         return answer
+
+    async def peek(self, key: str, fingerprint: Fingerprint = b"") -> Begin | None:
+        """A final result stored for ``key`` and the same fingerprint, read only (one HMGET).
+
+        None when there is none (no record, still running, another request): unlike
+        ``begin`` it never takes a lease. The HTTP middleware reads records of the old
+        unscoped key space with it during the transition window.
+        """
+        record, fields = self.settings.peek_call(key)
+        try:
+            reply = await self.client.hmget(record, fields)
+        except REDIS_ERRORS as exc:
+            self.settings.tolerate(exc, "peek")
+            return None
+        return self.settings.peeked(reply, fingerprint_of(fingerprint))
 
     async def complete(self, lease: Lease, result: bytes, *, failed: bool = False) -> None:
         """See :meth:`IdempotencyGuard.complete`."""

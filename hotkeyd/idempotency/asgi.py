@@ -87,6 +87,18 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
             await _send(send, refusal(b))
             return
         lease = b.lease
+        legacy = pol.legacy_key_of(req)
+        if legacy is not None and not b.takeover:
+            try:
+                old = await self.guard.peek(legacy, pol.fingerprint_of(req, body))
+            except IdempotencyError as exc:
+                await self.guard.abandon(lease)
+                await _send(send, failure(exc))
+                return
+            if old is not None:  # written before per-caller scopes: still replayed
+                await self.guard.abandon(lease)
+                await _send(send, refusal(old))
+                return
         # The handler can read the lease (request.state.idempotency_lease in Starlette),
         # e.g. to pass its fencing token on to the database.
         scope = {**scope, "state": {**scope.get("state", {}), LEASE_STATE: lease}}

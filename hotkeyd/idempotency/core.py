@@ -150,6 +150,19 @@ class GuardSettings:
         args = [fps, self.lease_ms, self.ttl_ms, key, self.audit_maxlen, "claim" if claim else ""]
         return Prepared(key, digest, record, fps, self._audit_keys(record), args)
 
+    def peek_call(self, key: str) -> tuple[str, list[str]]:
+        """The record of ``key`` and the fields a read-only look at it needs."""
+        return self.prepare(key, b"").record, ["st", "fp", "res"]
+
+    @staticmethod
+    def peeked(reply: list[Any], fp: str) -> Begin | None:
+        """A final record of the same request as DONE; anything else None (a peek never
+        answers IN_PROGRESS or MISMATCH: the caller goes on with its own key)."""
+        st, rec_fp, res = reply
+        if st not in (b"D", b"F") or rec_fp is None or rec_fp.decode("ascii") != fp:
+            return None
+        return Begin(Outcome.DONE, result=bytes(res or b""), failed=st == b"F")
+
     def complete_call(
         self, lease: Lease, result: bytes, failed: bool, repair: bool = False
     ) -> tuple[list[str], list[Any]]:

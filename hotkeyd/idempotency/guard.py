@@ -37,6 +37,7 @@ from hotkeyd.idempotency.core import (
     from_store,
 )
 from hotkeyd.idempotency.errors import IdempotencyError, LeaseLostError
+from hotkeyd.idempotency.keys import fingerprint as fingerprint_of
 from hotkeyd.idempotency.outcome import Begin, Lease, Outcome, parse_begin, parse_fenced
 from hotkeyd.idempotency.store import DurableStore
 
@@ -142,6 +143,21 @@ class IdempotencyGuard:
         if reply[0] != b"new":
             return None
         return Lease(p.key, p.record, int(reply[1]), reply[3].decode("ascii"))
+
+    def peek(self, key: str, fingerprint: Fingerprint = b"") -> Begin | None:
+        """A final result stored for ``key`` and the same fingerprint, read only (one HMGET).
+
+        None when there is none (no record, still running, another request): unlike
+        ``begin`` it never takes a lease. The HTTP middleware reads records of the old
+        unscoped key space with it during the transition window.
+        """
+        record, fields = self.settings.peek_call(key)
+        try:
+            reply = self.client.hmget(record, fields)
+        except REDIS_ERRORS as exc:
+            self.settings.tolerate(exc, "peek")
+            return None
+        return self.settings.peeked(reply, fingerprint_of(fingerprint))
 
     def complete(self, lease: Lease, result: bytes, *, failed: bool = False) -> None:
         """Store the final result (DONE, or FAILED with ``failed=True``) and end the lease.

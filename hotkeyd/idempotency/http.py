@@ -82,9 +82,17 @@ class HttpPolicy:
             idempotent already).
         required: routes that must carry a key (400 without one): True for all
             guarded methods, a collection of paths, or a predicate on the request.
-        user: the caller's identity from the request (e.g. an authenticated user id
-            header); keys are separate per user, so one user cannot replay another's
-            response. None: one key space for everybody.
+        user: the caller's identity from the request (e.g. an authenticated user or
+            tenant id); keys are separate per caller, so one caller cannot replay
+            another's response. None (default): the digest of the ``Authorization``
+            header names the caller (requests without one share one anonymous space).
+        shared: one key space for every caller (the old default): a key sent by two
+            callers is one operation. Only for keys that are meant to be shared.
+        legacy_unscoped: the transition window after upgrading from the unscoped default:
+            a first request (NEW under its scoped key) also looks up the same key in the
+            old unscoped space (one HMGET) and replays a final record of the same
+            request found there. Turn it off once the guard's ``ttl`` has passed since
+            the upgrade.
         header: the request header carrying the key.
         max_body: largest request body accepted on a guarded request (bytes).
         wait: seconds a retry waits for a first request still running before 409.
@@ -93,6 +101,8 @@ class HttpPolicy:
     methods: Collection[str] = ("POST", "PATCH", "PUT", "DELETE")
     required: bool | Collection[str] | Callable[[Request], bool] = False
     user: Callable[[Request], str] | None = None
+    shared: bool = False
+    legacy_unscoped: bool = True
     header: str = "Idempotency-Key"
     max_body: int = 1 << 20
     wait: float = 0.0
@@ -123,9 +133,18 @@ class HttpPolicy:
         if raw is None:
             return None
         key = check_key(_unquote(raw), MAX_KEY_LENGTH)
-        if self.user is None:
+        if self.shared:
             return key
+        if self.user is None:
+            return f"a{fingerprint(req.headers.get('authorization', ''))}:{key}"
         return f"u{fingerprint(self.user(req))}:{key}"
+
+    def legacy_key_of(self, req: Request) -> str | None:
+        """The key ``req`` had under the old unscoped default, in the transition window."""
+        if self.shared or self.user is not None or not self.legacy_unscoped:
+            return None
+        raw = req.headers.get(self.header_lower)
+        return None if raw is None else _unquote(raw)
 
     @staticmethod
     def fingerprint_of(req: Request, body: bytes) -> str:

@@ -71,6 +71,16 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
             return _send(start_response, failure(exc))
         if b.outcome is not Outcome.NEW or b.lease is None:
             return _send(start_response, refusal(b))
+        legacy = pol.legacy_key_of(req)
+        if legacy is not None and not b.takeover:
+            try:
+                old = self.guard.peek(legacy, pol.fingerprint_of(req, body))
+            except IdempotencyError as exc:
+                self.guard.abandon(b.lease)
+                return _send(start_response, failure(exc))
+            if old is not None:  # written before per-caller scopes: still replayed
+                self.guard.abandon(b.lease)
+                return _send(start_response, refusal(old))
         environ[LEASE_ENVIRON] = b.lease  # for the handler: e.g. its fencing token
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
