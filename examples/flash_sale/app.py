@@ -63,22 +63,42 @@ def make_app() -> Starlette:
         return Response(raw, media_type="application/json")
 
     def place(
-        key: str, user: str, product: int, qty: int, fence: int
+        key: str, user: str, product: int, qty: int, fence: int, delay: float
     ) -> tuple[int, dict[str, Any]]:
-        r.hincrby("flash:executions", key, 1)  # how often the handler really ran, per key
+        r.hincrby("flash:executions", f"{user}:{key}", 1)  # how often the handler really ran
         order_id, created = orders.create(key, user, product, qty, fence)
-        if not created:  # a duplicate got past layer 1: layer 5 answers with the order
+        if not created:
+            # A duplicate got past layer 1: a retry that took over a stalled first attempt
+            # (or Redis lost the record). Take the order over (the fence), then go on
+            # from the state the first attempt left it in.
+            if not orders.claim(order_id, fence):
+                return stale(order_id)
             r.incr("flash:db_dedup")
-            return 200, orders.get(order_id)
-        counter = counters.setdefault(product, stock_counter(r, product))
-        left = counter.take(user, qty)
-        if left is None:
-            orders.move(order_id, "NEW", "SOLD_OUT")
-            return 200, {**orders.get(order_id), "stock_left": 0}
-        orders.move(order_id, "NEW", "RESERVED")
-        time.sleep(random.uniform(0.0, 0.01))  # the payment provider
-        orders.move(order_id, "RESERVED", "PAID")
-        return 201, {**orders.get(order_id), "stock_left": left}
+        state = orders.get(order_id)["state"]
+        left: int | None = None
+        if state == "NEW":
+            counter = counters.setdefault(product, stock_counter(r, product))
+            left = counter.take(user, qty)
+            if left is None:
+                if not orders.move(order_id, "NEW", "SOLD_OUT", fence):
+                    return stale(order_id)
+                return 200, {**orders.get(order_id), "stock_left": 0}
+            if not orders.move(order_id, "NEW", "RESERVED", fence):
+                counter.incr(user, qty)  # a newer holder owns the order: give the stock back
+                return stale(order_id)
+            state = "RESERVED"
+        if state == "RESERVED":
+            time.sleep(delay or random.uniform(0.0, 0.01))  # the payment provider
+            if not orders.move(order_id, "RESERVED", "PAID", fence):
+                return stale(order_id)
+        status = 201 if created else 200
+        return status, {**orders.get(order_id), "stock_left": left}
+
+    def stale(order_id: int) -> tuple[int, dict[str, Any]]:
+        """A newer holder took the order over: this attempt's answer is never stored (its
+        complete is fenced too), so say so instead of reporting a state as final."""
+        r.incr("flash:stale_holders")
+        return 409, {"error": "taken over by a retry", **orders.get(order_id)}
 
     async def order(request: Request) -> Response:
         body = await request.json()
@@ -90,11 +110,12 @@ def make_app() -> Starlette:
             int(body["product"]),
             int(body.get("qty", 1)),
             lease.token,
+            float(request.headers.get("x-payment-delay", 0)),  # the recipe's slow phases
         )
         return JSONResponse(obj, status_code=status)
 
     def stats(request: Request) -> Response:
-        return JSONResponse({**orders.summary(), "cache": dataclasses.asdict(cache.stats())})
+        return JSONResponse({**orders.summary(), "cache": dataclasses.asdict(cache.stats)})
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -115,7 +136,11 @@ def make_app() -> Starlette:
     )
     store.create_table()
     guard = AsyncIdempotencyGuard(
-        aioredis.Redis.from_url(url), namespace=NAMESPACE, lease=5, ttl=600, store=store
+        aioredis.Redis.from_url(url),
+        namespace=NAMESPACE,
+        lease=float(os.environ.get("FLASH_LEASE", 5)),
+        ttl=600,
+        store=store,
     )
     policy = HttpPolicy(required={"/order"}, user=lambda req: req.headers.get("x-user", ""))
     app.add_middleware(IdempotencyMiddleware, guard=guard, policy=policy)

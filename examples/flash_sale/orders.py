@@ -2,8 +2,12 @@
 
 - Every state change is a compare-and-set (``UPDATE ... WHERE id = ? AND state = ?``):
   two workers that both think they own an order cannot both move it.
-- ``idem_key`` is UNIQUE: even if a duplicate request got past the idempotency guard
-  (Redis lost its record), the database refuses a second order for the same key.
+- ``(user_id, idem_key)`` is UNIQUE: even if a duplicate request got past the idempotency
+  guard (Redis lost its record), the database refuses a second order for the same key of
+  the same user (another user's key is another order).
+- ``fence`` is the lease's fencing token: a holder that takes an order over (the first
+  attempt stalled past its lease) raises it with ``claim``, and every ``move`` requires
+  it, so the stale holder's updates are refused by the database.
 
 ::
 
@@ -23,13 +27,14 @@ TRANSITIONS = {"NEW": {"RESERVED", "SOLD_OUT"}, "RESERVED": {"PAID", "CANCELLED"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS orders (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    idem_key TEXT NOT NULL UNIQUE,
+    idem_key TEXT NOT NULL,
     user_id TEXT NOT NULL,
     product INTEGER NOT NULL,
     qty INTEGER NOT NULL,
     state TEXT NOT NULL,
     fence INTEGER NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    UNIQUE (user_id, idem_key)
 )
 """
 
@@ -63,15 +68,26 @@ class Orders:
             )
             return int(cur.lastrowid or 0), True
         except sqlite3.IntegrityError:  # the unique key: this order exists already
-            row = c.execute("SELECT id FROM orders WHERE idem_key = ?", (key,)).fetchone()
+            row = c.execute(
+                "SELECT id FROM orders WHERE user_id = ? AND idem_key = ?", (user, key)
+            ).fetchone()
             return int(row[0]), False
 
-    def move(self, order_id: int, frm: str, to: str) -> bool:
-        """Compare-and-set the state; False if the order was not in ``frm`` any more."""
+    def claim(self, order_id: int, fence: int) -> bool:
+        """Take the order over with a newer fencing token; False: a newer holder owns it."""
+        cur = self._conn().execute(
+            "UPDATE orders SET fence = ? WHERE id = ? AND fence <= ?", (fence, order_id, fence)
+        )
+        return cur.rowcount == 1
+
+    def move(self, order_id: int, frm: str, to: str, fence: int) -> bool:
+        """Compare-and-set the state, fenced; False if the order was not in ``frm`` any
+        more or another holder (a newer fencing token) owns it now."""
         if to not in TRANSITIONS.get(frm, ()):
             raise ValueError(f"no transition {frm} -> {to}")
         cur = self._conn().execute(
-            "UPDATE orders SET state = ? WHERE id = ? AND state = ?", (to, order_id, frm)
+            "UPDATE orders SET state = ? WHERE id = ? AND state = ? AND fence = ?",
+            (to, order_id, frm, fence),
         )
         return cur.rowcount == 1
 
@@ -87,6 +103,14 @@ class Orders:
         keys = ("id", "key", "user", "product", "qty", "state")
         return dict(zip(keys, row, strict=True))
 
+    def state_of(self, user: str, key: str) -> str | None:
+        row = (
+            self._conn()
+            .execute("SELECT state FROM orders WHERE user_id = ? AND idem_key = ?", (user, key))
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
     def summary(self) -> dict[str, Any]:
         """Orders and quantities per state, and how many keys have more than one order."""
         c = self._conn()
@@ -95,6 +119,7 @@ class Orders:
             for s, n, q in c.execute("SELECT state, COUNT(*), SUM(qty) FROM orders GROUP BY state")
         }
         dup = c.execute(
-            "SELECT COUNT(*) FROM (SELECT idem_key FROM orders GROUP BY idem_key HAVING COUNT(*) > 1)"
+            "SELECT COUNT(*) FROM (SELECT 1 FROM orders GROUP BY user_id, idem_key"
+            " HAVING COUNT(*) > 1)"
         ).fetchone()[0]
         return {"by_state": by_state, "keys_with_several_orders": dup}

@@ -7,7 +7,9 @@ Starts a throwaway redis-server, the hotkeyd daemon tapping it with MONITOR, the
 Starlette service under uvicorn, and the load (hot product reads; orders, every one
 retried, a quarter with an injected client timeout). Then checks the invariants -
 stock never oversold, no key ordered twice, every retry answered with the same bytes -
-and prints a report. Exit status 1 if an invariant failed.
+and prints a report. Then the targeted phases of ``phases.py``: a handler slower than
+its lease, a holder frozen past its lease (on a second server), two users reusing one
+key, and ``GET /stats``. Exit status 1 if an invariant failed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 
 import load
+import phases
 import redis
 from app import NAMESPACE, product_json, stock_counter
 from orders import Orders
@@ -31,6 +34,7 @@ from orders import Orders
 from hotkeyd.testing import RedisServer, free_port, wait_for_port
 
 HERE = Path(__file__).resolve().parent
+LEASE = 1.0  # seconds: short, so the slow and frozen phases outlast it quickly
 
 
 class HotReads(threading.Thread):
@@ -86,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(1, 21):
             r.set(f"product:{i}", product_json(i))
         stock_counter(r, 1).set_total(args.stock)
+        stock_counter(r, phases.PRODUCT).set_total(10)
         Orders(db)  # the schema
         try:
             procs.append(
@@ -109,29 +114,31 @@ def main(argv: list[str] | None = None) -> int:
                     ]
                 )
             )
-            port = free_port()
-            env = dict(os.environ, FLASH_REDIS_URL=rs.url, FLASH_DB=db)
-            procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "uvicorn",
-                        "app:make_app",
-                        "--factory",
-                        "--app-dir",
-                        str(HERE),
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--log-level",
-                        "warning",
-                    ],
-                    env=env,
+            env = dict(os.environ, FLASH_REDIS_URL=rs.url, FLASH_DB=db, FLASH_LEASE=str(LEASE))
+            port, port2 = free_port(), free_port()
+            for p in (port, port2):  # the second server: where the frozen phase retries
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "uvicorn",
+                            "app:make_app",
+                            "--factory",
+                            "--app-dir",
+                            str(HERE),
+                            "--host",
+                            "127.0.0.1",
+                            "--port",
+                            str(p),
+                            "--log-level",
+                            "warning",
+                        ],
+                        env=env,
+                    )
                 )
-            )
             wait_for_port(port, timeout=30)
+            wait_for_port(port2, timeout=30)
             deadline = time.monotonic() + 30
             while not r.zcard(NAMESPACE.instances) and not r.hlen(NAMESPACE.instances):
                 if time.monotonic() > deadline:
@@ -155,6 +162,14 @@ def main(argv: list[str] | None = None) -> int:
             executions = [int(v) for v in r.hvals("flash:executions")]
             stock_left = stock_counter(r, 1).value()
             db_dedup = int(r.get("flash:db_dedup") or 0)
+            base, base2 = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port2}"
+            app_pid = procs[1].pid
+            checks = {
+                "slow_handler": phases.slow_handler(base, r, LEASE),
+                "frozen_holder": phases.frozen_holder(base, base2, app_pid, r, db, LEASE),
+                "key_reuse": phases.key_reuse(base),
+                "stats": phases.stats(base),
+            }
         finally:
             for p in reversed(procs):
                 p.terminate()
@@ -198,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         "errors": st.errors,
         "read_errors": st.read_errors,
         "orders_abandoned": st.orders_abandoned,
+        "phases": {name: seen for name, (seen, _) in checks.items()},
+        "phase_failures": [b for _, bad in checks.values() for b in bad],
     }
     ok = (
         not res["oversold"]
@@ -207,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         and res["errors"] == 0
         and st.orders > 0
         and st.retries >= st.orders
+        and not res["phase_failures"]
     )
     print(
         f"flash sale: {args.seconds:g} s, {args.buyers} buyers, {args.readers} readers, stock {args.stock}"
@@ -231,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  errors: {st.errors} (product reads not 200: {st.read_errors or 0}, orders without "
         f"a final answer: {st.orders_abandoned})"
     )
+    for name, (seen, bad) in checks.items():
+        print(f"  phase {name:14}: {'ok' if not bad else 'FAILED'} {seen}")
+        for b in bad:
+            print(f"    {b}")
     print("  OK" if ok else "  FAILED")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

@@ -32,5 +32,14 @@ def test_flash_sale_recipe(tmp_path: Path, redis_server: object) -> None:
     # every unit sold once; once sold out, every further order is SOLD_OUT
     assert res["paid_qty"] == min(50, res["orders"])
     assert res["orders"] > 50, "too little load to sell out (a very slow machine?)"
+    # the targeted phases: a handler slower than its lease runs once; a retry that takes
+    # over a frozen holder answers the order's final state; two users reusing one key get
+    # an order each; GET /stats answers
+    assert res["phase_failures"] == [], res["phases"]
+    assert res["phases"]["slow_handler"]["runs"] == 1
+    assert res["phases"]["frozen_holder"]["replay_state"] == "PAID"
+    assert res["phases"]["frozen_holder"]["stale_holders"] >= 1
+    assert res["phases"]["key_reuse"]["bob"] == [201, "bob"]
+    assert res["phases"]["stats"]["status"] == 200
     # the hot product's reads stopped reaching Redis once the daemon found it hot
     assert res["product_1_redis_gets"] < res["product_1_requests"] / 5
