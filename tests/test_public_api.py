@@ -15,6 +15,7 @@ PUBLIC = [
     "hotkeyd",
     "hotkeyd.client",
     "hotkeyd.idempotency",
+    "hotkeyd.idempotency.schemes",
     "hotkeyd.protocol.demand",
     "hotkeyd.errors",
     "hotkeyd.protocol.wire",

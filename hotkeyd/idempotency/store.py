@@ -18,17 +18,14 @@ Any DB-API 2 driver works; tested with ``sqlite3`` and ``psycopg`` (PostgreSQL):
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hotkeyd.errors import ConfigError
+from hotkeyd.idempotency import dbapi
 
 __all__ = ["DurableStore", "StoredFinal"]
-
-_PLACEHOLDER = {"qmark": "?", "format": "%s", "pyformat": "%s", "numeric": ":{}"}
 
 
 @dataclass(frozen=True)
@@ -59,8 +56,7 @@ class DurableStore:
         table: str = "hotkeyd_idempotency",
         paramstyle: str | None = None,
     ) -> None:
-        if not table.replace("_", "").isalnum() or not table[0].isalpha():
-            raise ConfigError(f"table must be letters, digits and '_', got {table!r}")
+        dbapi.check_identifier(table)
         self.connect = connect
         self.table = table
         self._paramstyle = paramstyle
@@ -77,32 +73,13 @@ class DurableStore:
                 self._all.append(conn)
         return conn
 
-    def _module(self, conn: Any) -> Any:
-        return sys.modules[type(conn).__module__.split(".")[0]]
-
-    def _sql(self, conn: Any, sql: str) -> str:
-        style = self._paramstyle or getattr(self._module(conn), "paramstyle", "qmark")
-        if style not in _PLACEHOLDER:
-            raise ConfigError(f"unsupported DB-API paramstyle {style!r}")
-        mark = _PLACEHOLDER[style]
-        parts = sql.split("?")
-        out = parts[0]
-        for i, part in enumerate(parts[1:], 1):
-            out += mark.format(i) + part
-        return out
-
-    def _integrity_error(self, conn: Any) -> type[BaseException]:
-        err = getattr(conn, "IntegrityError", None) or getattr(
-            self._module(conn), "IntegrityError", None
-        )
-        if err is None:
-            raise ConfigError("the DB-API driver has no IntegrityError")
-        return err
+    def _sql(self, conn: Any, text: str) -> str:
+        return dbapi.sql(conn, text, self._paramstyle)
 
     def create_table(self) -> None:
         """Create the table if it does not exist (BYTEA on PostgreSQL, BLOB elsewhere)."""
         conn = self._conn()
-        blob = "BYTEA" if self._module(conn).__name__.startswith("psycopg") else "BLOB"
+        blob = "BYTEA" if dbapi.is_postgres(conn) else "BLOB"
         self._run(
             conn,
             f"CREATE TABLE IF NOT EXISTS {self.table} ("
@@ -151,7 +128,7 @@ class DurableStore:
                 (f.digest, f.key, f.fingerprint, int(f.failed), f.token, f.result),
             )
             return final
-        except self._integrity_error(conn):
+        except dbapi.integrity_error(conn):
             conn.rollback()
         stored = self.get(final.digest)
         return stored if stored is not None else final
