@@ -67,14 +67,19 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
             return
         try:
             key = pol.key_of(req)
+            guard = self.guard
             if key is None:
                 if pol.requires(req):
                     await _send(send, error_response(400, f"this route needs {pol.header}"))
-                else:
+                    return
+                if not pol.gateway:
                     await self.app(scope, receive, send)
-                return
+                    return
+                guard = self.gateway_guard
             body = await _read_body(receive, pol.max_body)
-            b = await self.guard.begin(key, pol.fingerprint_of(req, body), wait=pol.wait)
+            if key is None:
+                key = pol.gateway_key_of(req, body)
+            b = await guard.begin(key, pol.fingerprint_of(req, body), wait=pol.wait)
         except _Disconnected:
             return
         except _TooLarge:
@@ -90,29 +95,29 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
         legacy = pol.legacy_key_of(req)
         if legacy is not None and not b.takeover:
             try:
-                old = await self.guard.peek(legacy, pol.fingerprint_of(req, body))
+                old = await guard.peek(legacy, pol.fingerprint_of(req, body))
             except IdempotencyError as exc:
-                await self.guard.abandon(lease)
+                await guard.abandon(lease)
                 await _send(send, failure(exc))
                 return
             if old is not None:  # written before per-caller scopes: still replayed
-                await self.guard.abandon(lease)
+                await guard.abandon(lease)
                 await _send(send, refusal(old))
                 return
         # The handler can read the lease (request.state.idempotency_lease in Starlette),
         # e.g. to pass its fencing token on to the database.
         scope = {**scope, "state": {**scope.get("state", {}), LEASE_STATE: lease}}
         try:
-            async with KeepAlive(self.guard, lease):  # renewed for as long as the app runs
+            async with KeepAlive(guard, lease):  # renewed for as long as the app runs
                 resp = await _run(self.app, scope, body)
         except BaseException:
-            await self.guard.abandon(lease)
+            await guard.abandon(lease)
             raise
         if not self.policy.is_final(resp.status):  # the client's retry runs it again
-            await self.guard.abandon(lease)
+            await guard.abandon(lease)
         else:
             try:
-                await self.guard.complete(lease, encode_response(resp))
+                await guard.complete(lease, encode_response(resp))
             except IdempotencyError as exc:  # lost lease / store duplicate: still answer
                 resp = _with_warning(resp, exc)
         await _send(send, resp)

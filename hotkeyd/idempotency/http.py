@@ -23,6 +23,8 @@ Responses of guarded requests are buffered to be stored.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Collection
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from hotkeyd.idempotency.errors import IdempotencyError
-from hotkeyd.idempotency.keys import MAX_KEY_LENGTH, check_key, fingerprint
+from hotkeyd.idempotency.keys import MAX_KEY_LENGTH, check_key, fingerprint, gateway_key
 from hotkeyd.idempotency.outcome import Begin, Outcome
 
 __all__ = [
@@ -93,6 +95,11 @@ class HttpPolicy:
             old unscoped space (one HMGET) and replays a final record of the same
             request found there. Turn it off once the guard's ``ttl`` has passed since
             the upgrade.
+        gateway: de-duplicate guarded requests that carry no key (on routes that do not
+            require one) by :func:`~hotkeyd.idempotency.gateway_key` of the caller, path
+            and body: identical requests within ``gateway_ttl`` are one (double clicks,
+            network retries), with a record of that short TTL.
+        gateway_ttl: seconds a gateway record lives (and the longest lease it gets).
         header: the request header carrying the key.
         max_body: largest request body accepted on a guarded request (bytes).
         wait: seconds a retry waits for a first request still running before 409.
@@ -103,6 +110,8 @@ class HttpPolicy:
     user: Callable[[Request], str] | None = None
     shared: bool = False
     legacy_unscoped: bool = True
+    gateway: bool = False
+    gateway_ttl: float = 10.0
     header: str = "Idempotency-Key"
     max_body: int = 1 << 20
     wait: float = 0.0
@@ -133,11 +142,19 @@ class HttpPolicy:
         if raw is None:
             return None
         key = check_key(_unquote(raw), MAX_KEY_LENGTH)
-        if self.shared:
-            return key
+        return key if self.shared else f"{self._caller(req)}:{key}"
+
+    def _caller(self, req: Request) -> str:
         if self.user is None:
-            return f"a{fingerprint(req.headers.get('authorization', ''))}:{key}"
-        return f"u{fingerprint(self.user(req))}:{key}"
+            return f"a{fingerprint(req.headers.get('authorization', ''))}"
+        return f"u{fingerprint(self.user(req))}"
+
+    def gateway_key_of(self, req: Request, body: bytes) -> str:
+        """The gateway dedup key of a request without a key: caller, method, path, query
+        and body (the same request from the same caller)."""
+        caller = "" if self.shared else self._caller(req)
+        target = f"{req.method.upper()} {req.path}?{req.query}"
+        return gateway_key(caller, target, body)
 
     def legacy_key_of(self, req: Request) -> str | None:
         """The key ``req`` had under the old unscoped default, in the transition window."""
@@ -164,6 +181,14 @@ class GuardedApp(Generic[AppT, GuardT]):
         self.app = app
         self.guard = guard
         self.policy = policy or HttpPolicy()
+        self.gateway_guard = guard
+        if self.policy.gateway:  # the same guard with the gateway's short TTL (and lease)
+            self.gateway_guard = copy.copy(guard)
+            settings = guard.settings  # type: ignore[attr-defined]
+            ttl = self.policy.gateway_ttl
+            self.gateway_guard.settings = dataclasses.replace(  # type: ignore[attr-defined]
+                settings, ttl=ttl, lease=min(settings.lease, ttl)
+            )
 
 
 def _unquote(raw: str) -> str:

@@ -51,18 +51,23 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
             return self.app(environ, start_response)
         try:
             key = pol.key_of(req)
+            guard = self.guard
             if key is None:
                 if pol.requires(req):
                     return _send(
                         start_response, error_response(400, f"this route needs {pol.header}")
                     )
-                return self.app(environ, start_response)
+                if not pol.gateway:
+                    return self.app(environ, start_response)
+                guard = self.gateway_guard
             body = _read_body(environ, pol.max_body)
             if body is None:
                 return _send(
                     start_response, error_response(413, f"request body over {pol.max_body} bytes")
                 )
-            b = self.guard.begin(key, pol.fingerprint_of(req, body), wait=pol.wait)
+            if key is None:
+                key = pol.gateway_key_of(req, body)
+            b = guard.begin(key, pol.fingerprint_of(req, body), wait=pol.wait)
         except ValueError as exc:
             if isinstance(exc, IdempotencyError):
                 return _send(start_response, failure(exc))
@@ -74,27 +79,27 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
         legacy = pol.legacy_key_of(req)
         if legacy is not None and not b.takeover:
             try:
-                old = self.guard.peek(legacy, pol.fingerprint_of(req, body))
+                old = guard.peek(legacy, pol.fingerprint_of(req, body))
             except IdempotencyError as exc:
-                self.guard.abandon(b.lease)
+                guard.abandon(b.lease)
                 return _send(start_response, failure(exc))
             if old is not None:  # written before per-caller scopes: still replayed
-                self.guard.abandon(b.lease)
+                guard.abandon(b.lease)
                 return _send(start_response, refusal(old))
         environ[LEASE_ENVIRON] = b.lease  # for the handler: e.g. its fencing token
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         try:
-            with KeepAlive(self.guard, b.lease):  # renewed for as long as the app runs
+            with KeepAlive(guard, b.lease):  # renewed for as long as the app runs
                 resp = _run(self.app, environ)
         except BaseException:
-            self.guard.abandon(b.lease)
+            guard.abandon(b.lease)
             raise
         if not self.policy.is_final(resp.status):
-            self.guard.abandon(b.lease)
+            guard.abandon(b.lease)
         else:
             try:
-                self.guard.complete(b.lease, encode_response(resp))
+                guard.complete(b.lease, encode_response(resp))
             except IdempotencyError as exc:
                 note = f"not recorded: {type(exc).__name__}"
                 resp = Response(

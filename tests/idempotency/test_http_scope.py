@@ -123,3 +123,19 @@ def test_records_of_the_unscoped_default_replay_in_the_transition_window(
     # once the window is closed, the old record is not looked at
     closed = HttpPolicy(legacy_unscoped=False)
     assert post(closed, BOB)[1] == b'{"run": 2}'
+
+
+def test_gateway_dedup_of_requests_without_a_key(post: Any) -> None:
+    """gateway=True: the same request of the same caller within gateway_ttl runs once."""
+    import time
+
+    policy = HttpPolicy(gateway=True, gateway_ttl=0.5)
+    auth = {"Authorization": ALICE["Authorization"]}
+    assert post(policy, auth) == (201, b'{"run": 1}', False)
+    assert post(policy, auth) == (201, b'{"run": 1}', True)  # a double click
+    assert post(policy, auth, b'{"sku": 2}')[1] == b'{"run": 2}'  # another request
+    assert post(policy, {"Authorization": BOB["Authorization"]})[1] == b'{"run": 3}'
+    time.sleep(0.7)  # past the short TTL: identical requests later are legitimate
+    assert post(policy, auth) == (201, b'{"run": 4}', False)
+    assert post(HttpPolicy(), auth)[1] == b'{"run": 5}'  # off by default
+    assert post(HttpPolicy(), auth)[1] == b'{"run": 6}'
