@@ -58,7 +58,10 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers: dict[str, str] = {}
+        for k, v in scope["headers"]:  # repeated fields combined, as WSGI servers do
+            name, value = k.decode("latin-1").lower(), v.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
         query = bytes(scope.get("query_string", b"")).decode("latin-1")
         req = Request(scope["method"], scope["path"], headers, query)
         pol = self.policy

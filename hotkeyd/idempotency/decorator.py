@@ -78,18 +78,21 @@ def idempotent(
     fp_of = fingerprint or default_fp
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        canonical = _canonical(fn)
+        key_of = _on_canonical(canonical, key)
+        fp_canon = _on_canonical(canonical, fp_of)
         if inspect.iscoroutinefunction(fn):
             if not isinstance(guard, AsyncIdempotencyGuard):
                 raise TypeError("an async function needs an AsyncIdempotencyGuard")
-            return _wrap_async(fn, guard, key, fp_of, wait, encode, decode)  # type: ignore[return-value]
+            return _wrap_async(fn, guard, key_of, fp_canon, wait, encode, decode)  # type: ignore[return-value]
         if not isinstance(guard, IdempotencyGuard):
             raise TypeError("a plain function needs an IdempotencyGuard")
         sync_guard = guard
 
         @functools.wraps(fn)
         def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-            k = key(*args, **kwargs)
-            b = sync_guard.begin(k, fp_of(*args, **kwargs), wait=wait)
+            k = key_of(*args, **kwargs)
+            b = sync_guard.begin(k, fp_canon(*args, **kwargs), wait=wait)
             lease = _lease_or_replay(b, k)
             if lease is None:
                 return decode(b.result or b"")
@@ -105,6 +108,32 @@ def idempotent(
         return guarded
 
     return wrap
+
+
+def _canonical(fn: Callable[..., Any]) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
+    """How a call's arguments are normalized: ``f(1, b=2)``, ``f(a=1, b=2)`` and (with a
+    default ``b=2``) ``f(1)`` are one call, so one request (``inspect.signature().bind``)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature (some builtins): arguments as given
+        return lambda *a, **kw: (a, kw)
+
+    def canon(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        ba = sig.bind(*args, **kwargs)
+        ba.apply_defaults()
+        return ba.args, ba.kwargs
+
+    return canon
+
+
+def _on_canonical(
+    canon: Callable[..., tuple[tuple[Any, ...], dict[str, Any]]], f: Callable[..., Any]
+) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        a, kw = canon(*args, **kwargs)
+        return f(*a, **kw)
+
+    return call
 
 
 def _lease_or_replay(b: Begin, key: str) -> Lease | None:

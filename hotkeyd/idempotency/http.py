@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from hotkeyd.idempotency.errors import IdempotencyError
+from hotkeyd.idempotency.errors import IdempotencyError, IdempotencyKeyError
 from hotkeyd.idempotency.keys import MAX_KEY_LENGTH, check_key, fingerprint, gateway_key
 from hotkeyd.idempotency.outcome import Begin, Outcome
 
@@ -193,6 +193,14 @@ class GuardedApp(Generic[AppT, GuardT]):
 
 def _unquote(raw: str) -> str:
     # The draft makes the key a Structured Field string ("..."); bare tokens are accepted.
+    # A comma outside a quoted string means two field lines (combined) or a list: refused,
+    # or the last one would silently win.
+    quoted = False
+    for ch in raw:
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            raise IdempotencyKeyError("send one Idempotency-Key header, not several")
     raw = raw.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] == '"':
         return raw[1:-1]

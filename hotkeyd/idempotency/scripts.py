@@ -1,8 +1,8 @@
 """The guard's Lua scripts, one per transition, loaded once at import.
 
 They live in ``spec/lua/idempotency_*.lua`` (read through :mod:`hotkeyd.protocol.contract`), the
-one source other clients (Java, Go, Node) load too, so the Redis records stay compatible
-across languages.
+one copy: the Java, Go and Node guards load ``spec/lua/idempotency_*.lua`` too, so the
+Redis records stay compatible across languages.
 """
 
 from __future__ import annotations

@@ -121,3 +121,19 @@ def test_a_result_that_cannot_be_stored_releases_the_key(r: redis.Redis, ns: Nam
         with pytest.raises(TypeError, match="JSON serializable"):
             build(1)
     assert calls == [1, 1]
+
+
+def test_kwargs_and_positionals_of_one_call_are_one_request(r: redis.Redis, ns: Namespace) -> None:
+    """charge("o-1", 500) and charge(order_id="o-1", amount=500) are the same call."""
+    guard = IdempotencyGuard(r, namespace=ns)
+    calls: list[str] = []
+
+    @idempotent(guard, key=lambda order_id, amount=0: f"charge:{order_id}")
+    def charge(order_id: str, amount: int = 0) -> dict[str, object]:
+        calls.append(order_id)
+        return {"order": order_id, "amount": amount}
+
+    first = charge("o-1", 500)
+    assert charge(order_id="o-1", amount=500) == first
+    assert charge("o-1", amount=500) == first
+    assert calls == ["o-1"]

@@ -112,6 +112,14 @@ def test_400_and_413(base: str, r: redis.Redis, ns: Namespace) -> None:
     assert _orders(r, ns) == 2
 
 
+def test_two_key_headers_are_400(base: str, r: redis.Redis, ns: Namespace) -> None:
+    two = httpx.Headers([("Idempotency-Key", "two-a"), ("Idempotency-Key", "two-b")])
+    with httpx.Client(base_url=base, timeout=10) as c:
+        resp = c.post("/order", content=b"{}", headers=two)
+    assert resp.status_code == 400 and "one Idempotency-Key" in resp.text
+    assert _orders(r, ns) == 0
+
+
 def test_503_when_redis_is_down(base: str, redis_server: RedisServer) -> None:
     redis_server.stop()
     with httpx.Client(base_url=base, timeout=10) as c:

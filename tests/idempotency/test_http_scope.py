@@ -81,6 +81,7 @@ def post(
         return resp.status_code, resp.content, resp.headers.get("idempotent-replayed") == "true"
 
     run.apps = apps  # type: ignore[attr-defined]
+    run.kind = request.param  # type: ignore[attr-defined]
     return run
 
 
@@ -139,3 +140,15 @@ def test_gateway_dedup_of_requests_without_a_key(post: Any) -> None:
     assert post(policy, auth) == (201, b'{"run": 4}', False)
     assert post(HttpPolicy(), auth)[1] == b'{"run": 5}'  # off by default
     assert post(HttpPolicy(), auth)[1] == b'{"run": 6}'
+
+
+def test_two_idempotency_key_headers_are_400(post: Any) -> None:
+    """Two field lines (or a list) are ambiguous: the last one must not silently win."""
+    policy = HttpPolicy()
+    if post.kind == "asgi":  # httpx's WSGI transport keeps one line (test_http.py: waitress)
+        two = httpx.Headers([("Idempotency-Key", "a"), ("Idempotency-Key", "b")])
+        status, body, _ = post(policy, two)
+        assert status == 400 and b"one Idempotency-Key" in body
+    assert post(policy, {"Idempotency-Key": '"a", "b"'})[0] == 400
+    assert post(policy, {"Idempotency-Key": '"a,b"'})[0] == 201  # a comma inside the string
+    assert post.apps.count == 1
