@@ -11,6 +11,7 @@ Plain ASGI, no framework import. Status codes: see :mod:`hotkeyd.idempotency.htt
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -92,7 +93,7 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
             await _send(send, failure(exc))
             return
         if b.outcome is not Outcome.NEW or b.lease is None:
-            await _send(send, refusal(b))
+            await _send(send, refusal(b, self.times.median(req.path)))
             return
         lease = b.lease
         legacy = pol.legacy_key_of(req)
@@ -112,7 +113,9 @@ class IdempotencyMiddleware(GuardedApp[ASGIApp, AsyncIdempotencyGuard]):
         scope = {**scope, "state": {**scope.get("state", {}), LEASE_STATE: lease}}
         try:
             async with KeepAlive(guard, lease):  # renewed for as long as the app runs
+                started = time.monotonic()
                 resp = await _run(self.app, scope, body)
+            self.times.add(req.path, time.monotonic() - started)
         except BaseException:
             await guard.abandon(lease)
             raise

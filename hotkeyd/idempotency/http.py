@@ -23,12 +23,15 @@ Responses of guarded requests are buffered to be stored.
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import json
 import math
+import statistics
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Generic, TypeVar
 
 from hotkeyd.idempotency.errors import IdempotencyError, IdempotencyKeyError
@@ -36,8 +39,10 @@ from hotkeyd.idempotency.keys import MAX_KEY_LENGTH, check_key, fingerprint, gat
 from hotkeyd.idempotency.outcome import Begin, Outcome
 
 __all__ = [
+    "PROBLEM_TYPE",
     "REPLAYED_HEADER",
     "GuardedApp",
+    "HandlerTimes",
     "HttpPolicy",
     "Request",
     "Response",
@@ -181,6 +186,7 @@ class GuardedApp(Generic[AppT, GuardT]):
         self.app = app
         self.guard = guard
         self.policy = policy or HttpPolicy()
+        self.times = HandlerTimes()  # for 409's Retry-After
         self.gateway_guard = guard
         if self.policy.gateway:  # the same guard with the gateway's short TTL (and lease)
             self.gateway_guard = copy.copy(guard)
@@ -225,24 +231,58 @@ def replay(raw: bytes) -> Response:
     return Response(r.status, [*r.headers, (REPLAYED_HEADER, "true")], r.body)
 
 
+PROBLEM_TYPE = "docs/idempotency.md#http-idempotency-key-middleware"  # the docs' section
+
+
 def error_response(status: int, message: str, retry_after: float | None = None) -> Response:
-    """A small JSON error (``{"error": ...}``) as the middleware answers it."""
-    body = json.dumps({"error": message}).encode()
-    headers: Headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+    """An RFC 9457 problem (``application/problem+json``) whose ``type`` links the docs."""
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    problem = {"type": PROBLEM_TYPE, "title": title, "status": status, "detail": message}
+    body = json.dumps(problem).encode()
+    headers: Headers = [
+        ("content-type", "application/problem+json"),
+        ("content-length", str(len(body))),
+    ]
     if retry_after is not None:
         headers.append(("retry-after", str(max(1, math.ceil(retry_after)))))
     return Response(status, headers, body)
 
 
-def refusal(b: Begin) -> Response:
-    """The answer to a begin that is not NEW: a replay, 409 or 422."""
+def refusal(b: Begin, expected: float | None = None) -> Response:
+    """The answer to a begin that is not NEW: a replay, 409 or 422.
+
+    ``expected``: how long the route's handler usually takes (its running median); a 409
+    says to retry after the lower of that and the holder's remaining lease.
+    """
     if b.outcome is Outcome.DONE:
         return replay(b.result or b"")
     if b.outcome is Outcome.IN_PROGRESS:
+        wait = b.retry_after if expected is None else min(b.retry_after, expected)
         return error_response(
-            409, "a request with this Idempotency-Key is still being processed", b.retry_after
+            409, "a request with this Idempotency-Key is still being processed", wait
         )
     return error_response(422, "this Idempotency-Key was used with a different request")
+
+
+class HandlerTimes:
+    """A running median of each route's handler time (the last ``window`` runs)."""
+
+    def __init__(self, window: int = 51) -> None:
+        self.window = window
+        self._by_path: dict[str, collections.deque[float]] = {}
+
+    def add(self, path: str, seconds: float) -> None:
+        d = self._by_path.get(path)
+        if d is None:
+            d = self._by_path.setdefault(path, collections.deque(maxlen=self.window))
+        d.append(seconds)
+
+    def median(self, path: str) -> float | None:
+        d = self._by_path.get(path)
+        return statistics.median(list(d)) if d else None
 
 
 def failure(exc: IdempotencyError) -> Response:

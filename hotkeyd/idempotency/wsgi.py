@@ -11,6 +11,7 @@ Status codes: see :mod:`hotkeyd.idempotency.http`.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
@@ -75,7 +76,7 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
         except IdempotencyError as exc:
             return _send(start_response, failure(exc))
         if b.outcome is not Outcome.NEW or b.lease is None:
-            return _send(start_response, refusal(b))
+            return _send(start_response, refusal(b, self.times.median(req.path)))
         legacy = pol.legacy_key_of(req)
         if legacy is not None and not b.takeover:
             try:
@@ -91,7 +92,9 @@ class IdempotencyWSGIMiddleware(GuardedApp[WSGIApp, IdempotencyGuard]):
         environ["CONTENT_LENGTH"] = str(len(body))
         try:
             with KeepAlive(guard, b.lease):  # renewed for as long as the app runs
+                started = time.monotonic()
                 resp = _run(self.app, environ)
+            self.times.add(req.path, time.monotonic() - started)
         except BaseException:
             guard.abandon(b.lease)
             raise

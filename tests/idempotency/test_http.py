@@ -87,7 +87,7 @@ def test_422_on_reuse_with_another_body(base: str, r: redis.Redis, ns: Namespace
         h = {"Idempotency-Key": "k-422"}
         assert c.post("/order", content=b'{"qty": 1}', headers=h).status_code == 201
         bad = c.post("/order", content=b'{"qty": 2}', headers=h)
-        assert bad.status_code == 422 and "different request" in bad.json()["error"]
+        assert bad.status_code == 422 and "different request" in bad.json()["detail"]
         assert c.post("/order?coupon=1", content=b'{"qty": 1}', headers=h).status_code == 422
         # another user may use the same key for their own request
         other = c.post("/order", content=b'{"qty": 2}', headers={**h, "X-User": "bob"})
@@ -98,7 +98,7 @@ def test_422_on_reuse_with_another_body(base: str, r: redis.Redis, ns: Namespace
 def test_400_and_413(base: str, r: redis.Redis, ns: Namespace) -> None:
     with httpx.Client(base_url=base, timeout=10) as c:
         missing = c.post("/order", content=b"{}")
-        assert missing.status_code == 400 and "Idempotency-Key" in missing.json()["error"]
+        assert missing.status_code == 400 and "Idempotency-Key" in missing.json()["detail"]
         assert (
             c.post("/order", content=b"{}", headers={"Idempotency-Key": "x" * 256}).status_code
             == 400
@@ -209,3 +209,34 @@ def test_a_handler_longer_than_the_lease_runs_once(
     t.join()
     assert _orders(r, ns) == 1
     assert again.status_code == 201 and again.content == out["first"].content
+
+
+def test_errors_are_problem_json_with_a_docs_link(base: str) -> None:
+    with httpx.Client(base_url=base, timeout=10) as c:
+        resp = c.post("/order", content=b"{}")
+    assert resp.status_code == 400
+    assert resp.headers["content-type"] == "application/problem+json"
+    p = resp.json()
+    assert p["status"] == 400 and "Idempotency-Key" in p["detail"] and p["title"]
+    assert p["type"] == "docs/idempotency.md#http-idempotency-key-middleware"
+
+
+def test_retry_after_follows_the_routes_handler_time(
+    base: str, r: redis.Redis, ns: Namespace
+) -> None:
+    """A 10 s lease, a route whose handler takes ~1.2 s: 409 says 2 s, not 10."""
+    with httpx.Client(base_url=base, timeout=20) as c:
+        for i in range(3):  # the route's running median learns ~1.2 s
+            c.post("/order?sleep=1.2", content=b"{}", headers={"Idempotency-Key": f"ra-{i}"})
+        h = {"Idempotency-Key": "ra-busy"}
+        t = threading.Thread(
+            target=lambda: httpx.post(
+                f"{base}/order?sleep=1.2", content=b"{}", headers=h, timeout=20
+            )
+        )
+        t.start()
+        while _orders(r, ns) < 4:
+            time.sleep(0.01)
+        busy = c.post("/order?sleep=1.2", content=b"{}", headers=h)
+        t.join()
+    assert busy.status_code == 409 and busy.headers["retry-after"] == "2"
