@@ -100,6 +100,11 @@ class HttpPolicy:
             old unscoped space (one HMGET) and replays a final record of the same
             request found there. Turn it off once the guard's ``ttl`` has passed since
             the upgrade.
+        canonical_json: fingerprint a JSON body by its canonical form (sorted keys, no
+            whitespace), so a retry that re-serializes the same document is not a 422. A
+            body that is not JSON is fingerprinted as bytes.
+        fields: with ``canonical_json``, the top-level fields that count (e.g. ``("sku",
+            "qty")``); others, such as a client timestamp, are ignored.
         gateway: de-duplicate guarded requests that carry no key (on routes that do not
             require one) by :func:`~hotkeyd.idempotency.gateway_key` of the caller, path
             and body: identical requests within ``gateway_ttl`` are one (double clicks,
@@ -115,6 +120,8 @@ class HttpPolicy:
     user: Callable[[Request], str] | None = None
     shared: bool = False
     legacy_unscoped: bool = True
+    canonical_json: bool = False
+    fields: Collection[str] | None = None
     gateway: bool = False
     gateway_ttl: float = 10.0
     header: str = "Idempotency-Key"
@@ -168,9 +175,21 @@ class HttpPolicy:
         raw = req.headers.get(self.header_lower)
         return None if raw is None else _unquote(raw)
 
-    @staticmethod
-    def fingerprint_of(req: Request, body: bytes) -> str:
-        return fingerprint(req.method.upper(), req.path, req.query, body)
+    def fingerprint_of(self, req: Request, body: bytes) -> str:
+        """What identifies the request: method, path, query and body (see ``canonical_json``)."""
+        return fingerprint(req.method.upper(), req.path, req.query, self._body_part(body))
+
+    def _body_part(self, body: bytes) -> bytes:
+        if not self.canonical_json:
+            return body
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError):  # not JSON: the bytes as they are
+            return body
+        if self.fields is not None and isinstance(doc, dict):
+            doc = {k: doc[k] for k in self.fields if k in doc}
+        canon = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return b"json:" + canon.encode("utf-8")
 
 
 class GuardedApp(Generic[AppT, GuardT]):

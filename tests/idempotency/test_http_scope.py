@@ -152,3 +152,18 @@ def test_two_idempotency_key_headers_are_400(post: Any) -> None:
     assert post(policy, {"Idempotency-Key": '"a", "b"'})[0] == 400
     assert post(policy, {"Idempotency-Key": '"a,b"'})[0] == 201  # a comma inside the string
     assert post.apps.count == 1
+
+
+def test_canonical_json_fingerprint_and_field_selector(post: Any) -> None:
+    assert post(HttpPolicy(), ALICE, b'{"a": 1, "b": 2}')[0] == 201
+    assert post(HttpPolicy(), ALICE, b'{"a":1,"b":2}')[0] == 422  # raw bytes by default
+    canon = HttpPolicy(canonical_json=True)
+    assert post(canon, BOB, b'{"a": 1, "b": 2}')[0] == 201
+    assert post(canon, BOB, b'{ "b": 2,\n "a": 1 }') == (201, b'{"run": 2}', True)
+    assert post(canon, BOB, b'{"a": 1, "b": 3}')[0] == 422
+    only_sku = HttpPolicy(canonical_json=True, fields=("sku",))
+    carol = {"Authorization": "Bearer carol", "Idempotency-Key": "k-1"}
+    assert post(only_sku, carol, b'{"sku": 7, "note": "x"}')[0] == 201
+    assert post(only_sku, carol, b'{"note": "y", "sku": 7}')[2] is True  # note ignored
+    assert post(only_sku, carol, b'{"sku": 8}')[0] == 422
+    assert post(only_sku, carol, b"not json")[0] == 422  # raw bytes when it is not JSON
