@@ -5,7 +5,8 @@ Against a throwaway redis-server on loopback, in one run:
 1. round trips: a MONITOR connection records every command a client sends during
    ``--n`` guarded calls (``begin`` + the operation + ``complete``); commands run
    inside the scripts (``[0 lua]``) are not round trips and are counted apart.
-   Target: 1 for begin, 1 for complete (one EVALSHA each).
+   Target: 1 for begin, 1 for complete (one EVALSHA each); long calls under
+   ``KeepAlive`` add one per renewal (an EVALSHA of the extend script).
 2. throughput: calls/s of the bare operation (one INCR, standing for the business
    write) vs the same operation guarded, batches interleaved, medians over repeats.
    Also a floor (the operation plus two no-op scripts: the same three round trips
@@ -29,7 +30,7 @@ from collections.abc import Callable
 
 import redis
 
-from hotkeyd.idempotency import IdempotencyGuard, Outcome
+from hotkeyd.idempotency import IdempotencyGuard, KeepAlive, Outcome
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
 
@@ -117,6 +118,31 @@ def main(argv: list[str] | None = None) -> int:
         assert op_cmds == args.n, (op_cmds, sent)
         trips = sum(sent.values()) / args.n
 
+        # renewals: long operations under KeepAlive, one EXTEND script per beat
+        short = IdempotencyGuard(r, namespace=Namespace("bench-ka"), lease=0.3, ttl=600)
+        long_calls, beats = 5, 0
+        warm = short.begin("long-warm-up", body).lease  # loads the extend script
+        assert warm is not None
+        short.extend(warm)
+        short.complete(warm, b"done")
+        mon2 = Monitor(rs.url)
+        mon2.start()
+        mon2.ready.wait(5)
+        time.sleep(0.2)
+        for i in range(long_calls):
+            b = short.begin(f"long-{i}", body)
+            assert b.lease is not None
+            with KeepAlive(short, b.lease, every=0.05) as ka:
+                time.sleep(0.3)
+            beats += ka.beats
+            short.complete(b.lease, b"done")
+        r.echo("bench-stop")
+        mon2.join(60)
+        sent2 = dict(mon2.sent)
+        sent2.pop("ECHO", None)
+        long_trips = sum(sent2.values())
+        per_renewal = (long_trips - 2 * long_calls) / max(1, beats)
+
         bare, with_guard, replay, floors = [], [], [], []
         for i in range(args.repeats):
             order = [(bare, operation), (floors, floor), (with_guard, guarded), (replay, replayed)]
@@ -130,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "guard_round_trips_per_call": round(trips, 3),
         "guard_commands": {k: v / args.n for k, v in sent.items()},
+        "renewals": beats,
+        "round_trips_per_renewal": round(per_renewal, 3),
         "script_commands_per_call": round(mon.in_scripts / args.n, 2),
         "bare_calls_per_s": round(statistics.median(bare)),
         "guarded_calls_per_s": round(statistics.median(with_guard)),
@@ -146,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  Redis round trips per guarded call  {trips:.3f}"
             f"  {res['guard_commands']}  (target 2: begin + complete)"
+        )
+        print(
+            f"  long calls under KeepAlive: {long_calls} calls, {beats} renewals, "
+            f"{long_trips} round trips = 2 per call + {per_renewal:.3f} per renewal"
         )
         print(f"  commands run inside the scripts      {res['script_commands_per_call']} per call")
         print(f"  bare operation            {res['bare_calls_per_s']:>9} calls/s")
