@@ -23,7 +23,7 @@ Modules: ``redis`` (Redis/Valkey servers and clusters), ``kafka`` (Tansu), ``pos
 from __future__ import annotations
 
 from hotkeyd.testing._server import free_port, wait_for_port
-from hotkeyd.testing.daemon import DaemonProcess
+from hotkeyd.testing.daemon import DaemonProcess, run_daemon
 from hotkeyd.testing.fakes import ExactSketch, ListSource
 from hotkeyd.testing.kafka import KafkaBroker, tansu_binary
 from hotkeyd.testing.postgres import PostgresServer, postgres_bindir
@@ -40,6 +40,7 @@ __all__ = [
     "free_port",
     "paced_get_load",
     "postgres_bindir",
+    "run_daemon",
     "server_binary",
     "tansu_binary",
     "wait_for_port",
