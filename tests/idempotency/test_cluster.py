@@ -46,7 +46,7 @@ def _down_cluster(cluster: RedisClusterServers, unique: str, mode: str) -> None:
             rc,  # type: ignore[arg-type]
             namespace=Namespace(f"c-{unique}"),
             audit_maxlen=0,
-            on_error=mode,  # type: ignore[arg-type]
+            on_error=mode,
         )
         assert guard.begin("before", b"x").outcome is Outcome.NEW
         for node in cluster.nodes:
