@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format bench run fuzz clean
+.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format docs-options bench run fuzz clean
 
 venv: $(PY)
 
@@ -90,16 +90,19 @@ CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracem
 	native/murmur3.c native/murmur3.h
 
 lint: $(PY)
-	$(BIN)/ruff check hotkeyd tests benchmarks examples
-	$(BIN)/ruff format --check hotkeyd tests benchmarks examples
+	$(BIN)/ruff check hotkeyd tests benchmarks examples scripts
+	$(BIN)/ruff format --check hotkeyd tests benchmarks examples scripts
 	@# types-redis (stubs for redis 4) would shadow the types redis>=5 ships: not used any more
 	@$(PIP) uninstall -q -y types-redis >/dev/null 2>&1 || true
 	$(BIN)/mypy
 	$(BIN)/clang-format --dry-run --Werror $(CLANG_FORMATTED)
 
+docs-options: $(PY)  ## regenerate README's option table from the click declarations
+	$(PY) scripts/options_table.py
+
 format: $(PY)
-	$(BIN)/ruff format hotkeyd tests benchmarks examples
-	$(BIN)/ruff check --fix hotkeyd tests benchmarks examples
+	$(BIN)/ruff format hotkeyd tests benchmarks examples scripts
+	$(BIN)/ruff check --fix hotkeyd tests benchmarks examples scripts
 	$(BIN)/clang-format -i $(CLANG_FORMATTED)
 
 bench: $(PY)
