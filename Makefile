@@ -87,7 +87,7 @@ test-node:          ## the TypeScript client (clients/node): build, tests, the c
 # and in .pre-commit-config.yaml once formatted).
 CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c \
 	native/sketch.c native/sketch.h native/keyhash.c native/keyhash.h native/lines.c native/lines.h \
-	native/murmur3.c native/murmur3.h
+	native/murmur3.c native/murmur3.h native/trace_parse.c native/trace_parse.h
 
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks examples scripts

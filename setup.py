@@ -91,7 +91,7 @@ if os.path.exists(os.path.join("native", "_tracemodule.c")):
     ext_modules.append(
         Extension(
             "hotkeyd.replay._trace",
-            sources=_sources("_tracemodule.c"),
+            sources=_sources("trace_parse.c", "_tracemodule.c"),
             include_dirs=["native"],
             extra_compile_args=CFLAGS,
         )
