@@ -22,11 +22,11 @@ import binascii
 import json
 import logging
 import math
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from hotkeyd import native_or_twin
 from hotkeyd.batch import Batch
 
 __all__ = ["IMPLEMENTATION", "TraceStats", "read_trace", "split_ticks"]
@@ -36,22 +36,8 @@ logger = logging.getLogger(__name__)
 _CHUNK = 8 << 20
 
 
-def _load() -> tuple[Callable[..., Any], str]:
-    if os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0"):
-        from hotkeyd.replay._trace_py import split_ticks as pure
-
-        return pure, "python"
-    try:
-        from hotkeyd.replay._trace import split_ticks as native
-    except ImportError as exc:  # no compiler where this was installed
-        logger.warning("hotkeyd.replay._trace unavailable (%s); using the pure-Python twin", exc)
-        from hotkeyd.replay._trace_py import split_ticks as pure
-
-        return pure, "python"
-    return native, "native"
-
-
-split_ticks, IMPLEMENTATION = _load()
+_impl, IMPLEMENTATION = native_or_twin("hotkeyd.replay._trace", "hotkeyd.replay._trace_py")
+split_ticks: Callable[..., Any] = _impl.split_ticks
 
 
 @dataclass
