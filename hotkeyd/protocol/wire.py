@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from hotkeyd.errors import HotkeydError
 
 __all__ = [
+    "BASE64",
     "INSTANCE_MAX_AGE",
     "WIRE_VERSION",
     "CoolEntry",
@@ -68,12 +69,19 @@ class WireError(HotkeydError, ValueError):
     """A notification does not follow the wire format."""
 
 
+#: The one marker of a base64 key, written wherever a key may be binary: ``"enc"`` of
+#: notifications, snapshots, demand reports, invalidations and Kafka records, and the
+#: third element of a reporter batch entry. It is the word every JSON Schema in spec/
+#: has (``"enc": {"enum": ["base64", ...]}``) and every client writes in those messages.
+BASE64 = "base64"
+
+
 def encode_key(key: bytes) -> dict[str, str]:
     """Return the JSON fields for ``key``: text when UTF-8, base64 otherwise."""
     try:
         return {"key": key.decode("utf-8")}
     except UnicodeDecodeError:
-        return {"key": base64.b64encode(key).decode("ascii"), "enc": "base64"}
+        return {"key": base64.b64encode(key).decode("ascii"), "enc": BASE64}
 
 
 def decode_key(obj: dict[str, Any]) -> bytes:
@@ -84,7 +92,7 @@ def decode_key(obj: dict[str, Any]) -> bytes:
     enc = obj.get("enc")
     if enc is None or enc == "utf-8":
         return key.encode("utf-8", "surrogatepass")
-    if enc == "base64":
+    if enc == BASE64:
         try:
             return base64.b64decode(key, validate=True)
         except (binascii.Error, ValueError) as exc:
