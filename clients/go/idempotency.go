@@ -173,6 +173,13 @@ func (n Namespace) IdempotencyRecord(digest string) string { return n.prefix() +
 // IdempotencyAudit is the capped stream of the guard's transitions.
 func (n Namespace) IdempotencyAudit() string { return n.prefix() + ":idem-audit" }
 
+// ResumeLease is a lease handed over from another process or language (a job queue, a
+// worker): its key and fencing token. The scripts check the token, so a stale hand-over
+// is refused with ErrLeaseLost.
+func (g *IdempotencyGuard) ResumeLease(key string, token int64) *Lease {
+	return &Lease{Key: key, Record: g.opt.Namespace.IdempotencyRecord(RecordDigest(g.opt.Scope, key)), Token: token, Guarded: true}
+}
+
 // Options returns the guard's settings, defaults filled in.
 func (g *IdempotencyGuard) Options() IdempotencyOptions { return g.opt }
 

@@ -151,6 +151,15 @@ export class IdempotencyGuard {
     return `${this.namespace.prefix}:idem:${recordDigest(this.scope, key)}`;
   }
 
+  /**
+   * A lease handed over from another process or language (a job queue, a worker): its key
+   * and fencing token. The scripts check the token, so a stale hand-over is refused.
+   */
+  resume(key: string, token: bigint): Lease {
+    checkKey(key, this.maxKeyLength);
+    return { key, record: this.recordOf(key), token, fingerprint: "", guarded: true };
+  }
+
   get auditStream(): string {
     return `${this.namespace.prefix}:idem-audit`;
   }

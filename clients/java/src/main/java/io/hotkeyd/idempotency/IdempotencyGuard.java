@@ -183,6 +183,15 @@ public final class IdempotencyGuard implements AutoCloseable {
     return namespace.prefix() + ":idem-audit";
   }
 
+  /**
+   * A lease handed over from another process or language (a job queue, a worker): its key
+   * and fencing token. The scripts check the token, so a stale hand-over is refused.
+   */
+  public Lease resume(String key, long token) {
+    IdempotencyKeys.checkKey(key, maxKeyLength);
+    return new Lease(this, key, recordOf(key), token, "", true);
+  }
+
   /** Starts the operation of {@code key} with the fingerprint of {@code request}. */
   public Begin begin(String key, byte[] request) {
     try {
