@@ -182,7 +182,8 @@ export function idempotency(guard: IdempotencyGuard, policy: IdempotencyPolicy =
       void finish().then(done);
       return res;
     }) as typeof res.end;
-    res.on("close", () => void ka.stop()); // the client left before the handler answered
+    // A client that hangs up does not stop the renewal: the handler still runs, and its
+    // outcome is recorded whole for the client's retry.
 
     async function finish(): Promise<void> {
       await ka.stop();
