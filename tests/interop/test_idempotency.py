@@ -6,32 +6,60 @@ the Go app's comment) and the Python guard in this process, all on one real redi
 They share nothing but the Lua scripts of spec/lua and the records those write, so this
 proves the records, fingerprints, fencing tokens and lease semantics agree.
 
-Cost: about 3 s once the apps are built (the Java build is the long part, shared with the
-other interop tests when they run in the same session).
+Over HTTP, the same order API runs behind each language's middleware (Go ``net/http``,
+Node ``node:http``, Java's servlet filter in Jetty, Python's WSGI middleware): a response
+one stores replays byte for byte from every other, and the order runs once.
+
+Cost: about 21 s, of which 4 s are the tests and the rest the Go, Node and Java builds
+(the Maven build is shared with the other interop tests of a session only in part).
 """
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 import redis
 
 from hotkeyd.idempotency import IdempotencyGuard, Lease, Outcome
 from hotkeyd.idempotency.errors import IdempotencyUnavailable, LeaseLostError
-from hotkeyd.testing import RedisServer
+from hotkeyd.idempotency.http import HttpPolicy
+from hotkeyd.idempotency.wsgi import IdempotencyWSGIMiddleware
+from hotkeyd.protocol.wire import Namespace
+from hotkeyd.testing import RedisServer, free_port, wait_for_port
 
 from .apps import ROOT, _need, _run
 
 LANGS = ("python", "go", "node", "java")
 LEASE_MS = 300  # short, so that the takeover case waits little
+
+
+_classpath: list[str] = []
+
+
+def _java_classpath(tmp: Path) -> str:
+    """Main and test classes (IdemHttpApp runs Jetty, a test dependency), built once."""
+    if not _classpath:
+        java_dir, cp_file = ROOT / "clients" / "java", tmp / "idem-java-classpath.txt"
+        _run([_need("mvn"), "-q", "-B", "test-compile", "dependency:build-classpath",
+              f"-Dmdep.outputFile={cp_file}"], java_dir)  # fmt: skip
+        target = java_dir / "target"
+        _classpath.append(
+            os.pathsep.join(
+                [str(target / "classes"), str(target / "test-classes"), cp_file.read_text().strip()]
+            )
+        )
+    return _classpath[0]
 
 
 def _command(lang: str, tmp: Path) -> list[str]:
@@ -45,11 +73,7 @@ def _command(lang: str, tmp: Path) -> list[str]:
             _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], node_dir)
         _run([npm, "run", "build", "--silent"], node_dir)
         return [_need("node"), str(node_dir / "dist" / "examples" / "idemapp.js")]
-    java_dir, cp_file = ROOT / "clients" / "java", tmp / "idem-java-classpath.txt"
-    _run([_need("mvn"), "-q", "-B", "-DskipTests", "compile", "dependency:build-classpath",
-          f"-Dmdep.outputFile={cp_file}"], java_dir)  # fmt: skip
-    classpath = os.pathsep.join([str(java_dir / "target" / "classes"), cp_file.read_text().strip()])
-    return [_need("java"), "-cp", classpath, "io.hotkeyd.examples.IdemApp"]
+    return [_need("java"), "-cp", _java_classpath(tmp), "io.hotkeyd.examples.IdemApp"]
 
 
 class Peer:
@@ -182,3 +206,117 @@ def test_release_in_one_language_frees_the_key_for_another(peers: dict[str, Peer
         again = peers[b](op="begin", key=key, fp="f")
         assert again["outcome"] == "new" and not again["takeover"], (a, b)
         assert int(again["token"]) > int(first["token"]), (a, b)
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+
+def _http_command(lang: str, tmp: Path) -> list[str]:
+    if lang == "go":
+        exe = tmp / "idemhttp-go"
+        _run([_need("go"), "build", "-o", str(exe), "./examples/idemhttp"], ROOT / "clients" / "go")
+        return [str(exe)]
+    if lang == "node":
+        _command("node", tmp)  # builds the package (examples included)
+        return [_need("node"), str(ROOT / "clients" / "node" / "dist" / "examples" / "idemhttp.js")]
+    return [_need("java"), "-cp", _java_classpath(tmp), "io.hotkeyd.IdemHttpApp"]
+
+
+def _python_app(url: str, prefix: str) -> Any:
+    """The same order API as the Go, Node and Java idemhttp apps, behind the WSGI middleware."""
+    r = redis.Redis.from_url(url)
+
+    def orders(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length).decode()
+        n = r.incr(f"{prefix}:orders")
+        out = (json.dumps({"order": n, "lang": "python", "request": body}) + "\n").encode()
+        start_response(
+            "201 Created",
+            [("content-type", "application/json"), ("content-length", str(len(out))),
+             ("x-app", "python")],
+        )  # fmt: skip
+        return [out]
+
+    guard = IdempotencyGuard(r, namespace=Namespace(prefix), lease=10)
+    policy = HttpPolicy(required={"/order"}, user=lambda req: req.headers.get("x-user", ""))
+    return IdempotencyWSGIMiddleware(orders, guard, policy)
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def http_apps(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RedisServer, dict[str, int]]]:
+    tmp = tmp_path_factory.mktemp("idem-http")
+    prefix = "xl-http"
+    with RedisServer() as rs:
+        ports = {lang: free_port() for lang in LANGS}
+        server = make_server(
+            "127.0.0.1", ports["python"], _python_app(rs.url, prefix), handler_class=_Quiet
+        )
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        procs, errs = [], []
+        try:
+            for lang in ("go", "node", "java"):
+                err = (tmp / f"idemhttp-{lang}.err").open("w")
+                errs.append(err)
+                cmd = [*_http_command(lang, tmp), "--url", rs.url, "--port", str(ports[lang]),
+                       "--prefix", prefix]  # fmt: skip
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err))
+            for lang in ("go", "node", "java"):
+                wait_for_port(ports[lang], timeout=60)
+            yield rs, ports
+        finally:
+            server.shutdown()
+            server.server_close()
+            for p in procs:
+                p.kill()
+                p.wait(timeout=10)
+            for e in errs:
+                e.close()
+
+
+def _post(port: int, key: str, body: str, user: str = "alice") -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(
+            "POST",
+            "/order",
+            body=body.encode(),
+            headers={"Idempotency-Key": key, "X-User": user, "Content-Type": "application/json"},
+        )
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)  # the first run builds the apps
+def test_a_response_stored_by_one_middleware_replays_from_every_other(
+    http_apps: tuple[RedisServer, dict[str, int]],
+) -> None:
+    rs, ports = http_apps
+    r = redis.Redis.from_url(rs.url)
+    for a, b, c in itertools.permutations(LANGS, 3):
+        key, where = f"http:{a}:{b}:{c}", f"stored by {a}, replayed by {b} and {c}"
+        before = int(r.get("xl-http:orders") or 0)
+        status, headers, body = _post(ports[a], key, '{"sku": 42}')
+        assert status == 201 and headers["x-app"] == a, (where, status, body)
+        assert json.loads(body)["lang"] == a and json.loads(body)["request"] == '{"sku": 42}'
+        for replayer in (b, c):
+            s2, h2, b2 = _post(ports[replayer], key, '{"sku": 42}')
+            assert (s2, b2) == (201, body), (where, replayer, s2, b2)
+            assert h2["idempotent-replayed"] == "true" and h2["x-app"] == a, (where, h2)
+            assert h2["content-type"].startswith("application/json"), (where, h2)
+        assert _post(ports[b], key, '{"sku": 43}')[0] == 422, where
+        assert int(r.get("xl-http:orders") or 0) == before + 1, where  # it ran once
+        s3, _, b3 = _post(ports[c], key, '{"sku": 42}', user="bob")  # another caller's key
+        assert s3 == 201 and json.loads(b3)["lang"] == c, where
+    r.close()
