@@ -401,8 +401,8 @@ func (g *IdempotencyGuard) KeepAlive(ctx context.Context, l *Lease, every time.D
 			switch {
 			case errors.As(err, &lost):
 				ka.err.Store(err)
+				cancel() // before Lost closes: whoever sees Lost sees the context done
 				close(ka.lost)
-				cancel()
 				return
 			case err == nil:
 				if l.Guarded {
