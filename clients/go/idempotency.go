@@ -160,6 +160,9 @@ func NewIdempotencyGuard(rdb redis.Scripter, opt IdempotencyOptions) (*Idempoten
 	if opt.AuditMaxLen < -1 {
 		return nil, fmt.Errorf("hotkeyd: AuditMaxLen must be >= -1, got %d", opt.AuditMaxLen)
 	}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster && opt.AuditMaxLen > 0 {
+		return nil, errors.New("hotkeyd: on Redis Cluster the audit stream and the records live in different slots: pass AuditMaxLen: -1 (records alone work on a cluster)")
+	}
 	g := &IdempotencyGuard{rdb: rdb, opt: opt}
 	if opt.AuditMaxLen > 0 {
 		g.audit = opt.Namespace.IdempotencyAudit()

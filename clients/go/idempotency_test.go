@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,5 +281,16 @@ func TestIdemFailOpenAndClosedOnRedisErrors(t *testing.T) {
 	}
 	if _, err := NewIdempotencyGuard(rdb, IdempotencyOptions{Lease: time.Minute, TTL: time.Second}); err == nil {
 		t.Fatal("ttl < lease accepted")
+	}
+}
+
+func TestIdemClusterNeedsNoAudit(t *testing.T) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer c.Close()
+	if _, err := NewIdempotencyGuard(c, IdempotencyOptions{}); err == nil || !strings.Contains(err.Error(), "AuditMaxLen: -1") {
+		t.Fatal(err)
+	}
+	if _, err := NewIdempotencyGuard(c, IdempotencyOptions{AuditMaxLen: -1}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import {
   fingerprint, idempotency, IdempotencyGuard, IdempotencyKeyError, IdempotencyUnavailable, LeaseLostError, Namespace,
   recordDigest, REPLAYED_HEADER, type GuardedRequest, type Lease,
@@ -256,4 +256,11 @@ test("middleware: Redis down, failing closed, answers 503 and runs nothing", asy
     await app.close();
     client.disconnect();
   }
+});
+
+test("on a Cluster the guard needs auditMaxLen: 0 (the stream is in another slot)", () => {
+  const c = new Cluster([{ host: "127.0.0.1", port: 1 }], { lazyConnect: true });
+  assert.throws(() => new IdempotencyGuard(c), /auditMaxLen: 0/);
+  assert.ok(new IdempotencyGuard(c, { auditMaxLen: 0 }));
+  c.disconnect();
 });

@@ -144,6 +144,9 @@ export class IdempotencyGuard {
     }
     if (this.onError !== "closed" && this.onError !== "open") throw new RangeError(`onError must be "closed" or "open", got ${this.onError}`);
     if (!(this.auditMaxLen >= 0)) throw new RangeError(`auditMaxLen must be >= 0, got ${this.auditMaxLen}`);
+    if ((client as { isCluster?: boolean }).isCluster && this.auditMaxLen > 0) {
+      throw new RangeError("on Redis Cluster the audit stream and the records live in different slots: pass auditMaxLen: 0 (records alone work on a cluster)");
+    }
   }
 
   /** Record name of a key: `<prefix>:idem:<digest>`. */

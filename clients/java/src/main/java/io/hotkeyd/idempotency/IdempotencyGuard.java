@@ -14,6 +14,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BiConsumer;
+import redis.clients.jedis.JedisCluster;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.exceptions.JedisException;
 import redis.clients.jedis.exceptions.JedisNoScriptException;
@@ -160,6 +161,10 @@ public final class IdempotencyGuard implements AutoCloseable {
       }
       if (auditMaxLen < 0) {
         throw new IllegalArgumentException("auditMaxLen must be >= 0, got " + auditMaxLen);
+      }
+      if (jedis instanceof JedisCluster && auditMaxLen > 0) {
+        throw new IllegalArgumentException("on Redis Cluster the audit stream and the records "
+            + "live in different slots: pass auditMaxLen(0) (records alone work on a cluster)");
       }
       return new IdempotencyGuard(this);
     }
