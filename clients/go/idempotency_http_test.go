@@ -36,12 +36,14 @@ func TestIdemMiddleware(t *testing.T) {
 	srv := startRedis(t)
 	g, _ := NewIdempotencyGuard(srv.Client(t), IdempotencyOptions{Lease: 300 * time.Millisecond, TTL: time.Minute})
 	var runs, booms atomic.Int64
+	slowStarted := make(chan struct{}, 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/order", func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
 		l, ok := IdempotencyLeaseFrom(r.Context())
 		body, _ := io.ReadAll(r.Body)
 		if strings.Contains(string(body), "slow") {
+			slowStarted <- struct{}{}
 			time.Sleep(time.Second) // over three leases: only the keep-alive keeps it ours
 		}
 		if strings.Contains(string(body), "boom") && booms.Add(1) == 1 {
@@ -90,9 +92,9 @@ func TestIdemMiddleware(t *testing.T) {
 	wg.Add(1)
 	var slow string
 	go func() { defer wg.Done(); _, slow = post(t, url, "k5", "slow") }()
-	time.Sleep(100 * time.Millisecond)
+	<-slowStarted // the first request runs: every retry from now on meets it
 	for range 4 {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(180 * time.Millisecond)
 		r, _ := post(t, url, "k5", "slow")
 		if r.StatusCode != 409 || r.Header.Get("Retry-After") != "1" {
 			t.Fatal("retry while the first runs:", r.StatusCode, r.Header)

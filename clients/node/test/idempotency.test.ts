@@ -171,6 +171,8 @@ test("middleware: replay, 409 while a slow handler keeps its lease, 422, 400, re
   const mw = idempotency(g, { required: (req) => req.url === "/order" });
   let runs = 0;
   let booms = 0;
+  let slowStarted: () => void = () => {};
+  const started = new Promise<void>((ok) => (slowStarted = ok));
   const app = await serve((req, res) => {
     mw(req, res, async (err?: unknown) => {
       if (err) {
@@ -181,7 +183,10 @@ test("middleware: replay, 409 while a slow handler keeps its lease, 422, 400, re
       const n = ++runs;
       const r = req as GuardedRequest;
       const body = r.rawBody?.toString() ?? "";
-      if (body.includes("slow")) await sleep(1000);
+      if (body.includes("slow")) {
+        slowStarted();
+        await sleep(1000);
+      }
       if (body.includes("boom") && ++booms === 1) {
         res.writeHead(503).end();
         return;
@@ -224,9 +229,9 @@ test("middleware: replay, 409 while a slow handler keeps its lease, 422, 400, re
 
     const before = runs;
     const first = post("k5", "slow").then((r) => r.text());
-    await sleep(100);
+    await started; // the first request runs: every retry from now on meets it
     for (let i = 0; i < 4; i++) {
-      await sleep(200);
+      await sleep(180);
       const r = await post("k5", "slow");
       assert.equal(r.status, 409);
       assert.equal(r.headers.get("retry-after"), "1");

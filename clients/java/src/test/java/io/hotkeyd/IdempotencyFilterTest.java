@@ -20,6 +20,8 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.EnumSet;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
@@ -41,6 +43,7 @@ class IdempotencyFilterTest {
   static final AtomicInteger RUNS = new AtomicInteger();
   static final AtomicInteger BOOMS = new AtomicInteger();
   static final HttpClient HTTP = HttpClient.newHttpClient();
+  static final CountDownLatch SLOW_STARTED = new CountDownLatch(1);
 
   /** The app behind the filter: counts its runs, answers 201 with what it saw. */
   public static final class Orders extends HttpServlet {
@@ -52,8 +55,9 @@ class IdempotencyFilterTest {
       String body = new String(req.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
       Lease lease = (Lease) req.getAttribute(IdempotencyFilter.LEASE_ATTRIBUTE);
       if (body.contains("slow")) {
+        SLOW_STARTED.countDown();
         try {
-          Thread.sleep(1000); // over three leases: only the keep-alive keeps it ours
+          Thread.sleep(2000); // over three leases: only the keep-alive keeps it ours
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         }
@@ -73,7 +77,7 @@ class IdempotencyFilterTest {
   static void start() throws Exception {
     redis = new RedisServer();
     jedis = new JedisPooled("127.0.0.1", redis.port);
-    guard = IdempotencyGuard.builder(jedis).lease(Duration.ofMillis(300))
+    guard = IdempotencyGuard.builder(jedis).lease(Duration.ofMillis(600))
         .ttl(Duration.ofMinutes(1)).build();
     jetty = new Server();
     ServerConnector conn = new ServerConnector(jetty);
@@ -140,9 +144,9 @@ class IdempotencyFilterTest {
         throw new IllegalStateException(e);
       }
     });
-    Thread.sleep(100);
+    assertTrue(SLOW_STARTED.await(10, TimeUnit.SECONDS), "the first request reached the servlet");
     for (int i = 0; i < 4; i++) {
-      Thread.sleep(200);
+      Thread.sleep(350);
       HttpResponse<String> r = post("k5", "slow");
       assertEquals(409, r.statusCode(), "retry while the first runs");
       assertEquals("1", r.headers().firstValue("Retry-After").orElse(""));
