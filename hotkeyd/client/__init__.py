@@ -23,7 +23,7 @@ from hotkeyd.client.metrics import ClientMetrics
 from hotkeyd.client.sharded import PartialTakeError, ShardedCounter
 from hotkeyd.client.snapshots import read_snapshots
 from hotkeyd.client.subscriber import Subscriber, SubscriberStats
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 __all__ = [
     "ApplyResult",
