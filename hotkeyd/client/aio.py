@@ -23,6 +23,7 @@ from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import AnyAsyncRedis, AsyncRedisCluster, dedicated_client
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
 from hotkeyd.errors import ClientError, HotkeydError, UnreachableError
+from hotkeyd.protocol import limits
 from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.wire import Message, Namespace
 
@@ -47,7 +48,7 @@ class AsyncSubscriber(SubscriberCore):
         *,
         namespace: Namespace | None = None,
         clock: Clock | None = None,
-        stale_after: float = 30.0,
+        stale_after: float = float(limits.INSTANCE_MAX_AGE_S),
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
