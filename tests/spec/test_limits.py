@@ -26,6 +26,7 @@ from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.demand import DemandError, DemandReport
 from hotkeyd.protocol.lines import parse_counted
 from hotkeyd.protocol.wire import Namespace
+from tests.sketch.conftest import load_native
 from tests.spec import limit_vectors
 from tests.spec.test_vectors import HOTSET, load, run_hotset_case, vector_redis
 
@@ -103,6 +104,19 @@ def test_count_and_key_limit_vectors() -> None:
                 check_key(c["key"])
         else:
             assert check_key(c["key"]) == c["key"]
+
+
+@pytest.mark.parametrize("impl", ["native", "python"])
+def test_counted_line_limit_in_the_sketch_cores(impl: str) -> None:
+    """The C core's line parser (native/lines.c) cannot read the file: the vectors pin it."""
+    if impl == "native":
+        mod = load_native()
+    else:
+        from hotkeyd.sketch import _sketch_py as mod
+    for c in VECTORS["counted_lines"]:
+        sk = mod.HeavyKeeper(k=4, memory=1 << 16)
+        got = sk.update_lines(c["line"].encode(), counted=True)
+        assert got == ((c["count"], 0, 0) if c["count"] is not None else (0, 0, 1)), (impl, c)
 
 
 NAMESPACE = load("namespace.json")
