@@ -13,12 +13,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 import redis
 
-from hotkeyd.client import subscriber as subscriber_module
+from hotkeyd.client import aio, subscriber
 from hotkeyd.idempotency.errors import IdempotencyKeyError
 from hotkeyd.idempotency.keys import IdempotencyNames, check_key
 from hotkeyd.protocol import contract, limits
@@ -28,7 +29,7 @@ from hotkeyd.protocol.lines import parse_counted
 from hotkeyd.protocol.wire import Namespace
 from tests.sketch.conftest import load_native
 from tests.spec import limit_vectors
-from tests.spec.test_vectors import HOTSET, load, run_hotset_case, vector_redis
+from tests.spec.test_vectors import HOTSET, SUBSCRIBERS, load, run_hotset_case, vector_redis
 
 __all__ = ["vector_redis"]  # the fixture, shared with test_vectors
 
@@ -70,11 +71,12 @@ def test_the_schemas_carry_the_limits(name: str) -> None:
         assert found, f"{name} names no limit"
 
 
+@pytest.mark.parametrize("kind", sorted(SUBSCRIBERS))
 @pytest.mark.parametrize("case", VECTORS["cases"], ids=[c["name"] for c in VECTORS["cases"]])
-def test_limit_vector(case: dict[str, Any], vector_redis: redis.Redis) -> None:
+def test_limit_vector(case: dict[str, Any], kind: str, vector_redis: redis.Redis) -> None:
     if "python" in case.get("skip", {}):
         pytest.skip(case["skip"]["python"])
-    run_hotset_case(VECTORS, case, vector_redis)
+    run_hotset_case(VECTORS, case, vector_redis, SUBSCRIBERS[kind])
 
 
 @pytest.mark.parametrize("case", VECTORS["demand"], ids=[c["name"] for c in VECTORS["demand"]])
@@ -172,27 +174,33 @@ def test_a_changed_limits_file_changes_the_decoders(tmp_path: Path) -> None:
     assert out.stdout.split() == ["2", "0", "1", "None"], out.stderr
 
 
+@pytest.mark.parametrize(
+    ("module", "cls"),
+    [(subscriber, "Subscriber"), (aio, "AsyncSubscriber")],
+    ids=["thread", "asyncio"],
+)
 def test_the_runner_fails_when_the_handler_skips_the_gap_resync(
-    tmp_path: Path, vector_redis: redis.Redis
+    module: ModuleType, cls: str, tmp_path: Path, vector_redis: redis.Redis
 ) -> None:
-    """The hot-set runner goes through Subscriber.on_message: break it, and it fails."""
-    src = Path(subscriber_module.__file__).read_text(encoding="utf-8")
+    """The hot-set runner goes through the subscriber's on_message: break it, and it fails."""
+    assert module.__file__ is not None
+    src = Path(module.__file__).read_text(encoding="utf-8")
     good = "if msg is not None and self.on_event(msg):\n            self.after_resync("
     assert src.count(good) == 1, "the handler's gap check is not where this test expects it"
-    scratch = tmp_path / "scratch_subscriber.py"
+    scratch = tmp_path / f"scratch_{cls}.py"
     scratch.write_text(src.replace(good, good.replace("(msg):", "(msg) and False:")), "utf-8")
-    spec = importlib.util.spec_from_file_location("scratch_subscriber", scratch)
+    spec = importlib.util.spec_from_file_location(scratch.stem, scratch)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["scratch_subscriber"] = mod
+    sys.modules[scratch.stem] = mod
     try:
         spec.loader.exec_module(mod)
         failures = []
         for case in HOTSET["cases"]:
             try:
-                run_hotset_case(HOTSET, case, vector_redis, mod.Subscriber)
+                run_hotset_case(HOTSET, case, vector_redis, getattr(mod, cls))
             except AssertionError as exc:
                 failures.append(str(exc))
     finally:
-        del sys.modules["scratch_subscriber"]
+        del sys.modules[scratch.stem]
     assert any("want 'resynced'" in f for f in failures), failures

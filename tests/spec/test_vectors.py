@@ -6,7 +6,9 @@ that fails here is a bug in the Python client or in the vector.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import inspect
 import json
 import uuid
 from collections.abc import Iterator
@@ -16,7 +18,9 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
+from hotkeyd.client.aio import AsyncSubscriber
 from hotkeyd.client.demand import DemandCounter
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.invalidation import decode_invalidation, encode_invalidation
@@ -57,7 +61,7 @@ class Driver:
         doc: dict[str, Any],
         client: redis.Redis,
         prefix: str,
-        subscriber: type[Subscriber] = Subscriber,
+        subscriber: type[Subscriber] | type[AsyncSubscriber] = Subscriber,
     ) -> None:
         self.clock = ManualClock(start=doc["start_ms"] / 1000.0, epoch=doc["now_s"])
         self.hot_events: list[bytes] = []
@@ -69,8 +73,24 @@ class Driver:
         )
         self.ns = Namespace(prefix)
         self.redis = client
-        self.sub = subscriber(client, hs, namespace=self.ns, clock=self.clock)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.sub: Any  # a Subscriber or an AsyncSubscriber (or a scratch copy of one)
+        self.aclient: aioredis.Redis | None = None
+        make: Any = subscriber
+        if inspect.iscoroutinefunction(subscriber.on_message):  # a scratch copy too
+            # The asyncio subscriber on its own loop, with an asyncio client of its own.
+            self.loop = asyncio.new_event_loop()
+            kw = client.connection_pool.connection_kwargs
+            self.aclient = aioredis.Redis(host=kw["host"], port=kw["port"])
+            self.sub = make(self.aclient, hs, namespace=self.ns, clock=self.clock)
+        else:
+            self.sub = make(client, hs, namespace=self.ns, clock=self.clock)
         self.instances: set[str] = set()
+
+    def _run(self, result: Any) -> None:
+        """Await what the asyncio subscriber returns; the thread one returns None."""
+        if self.loop is not None:
+            self.loop.run_until_complete(result)
 
     def _heartbeats(self) -> None:
         """The daemons stay alive through a case: their heartbeats follow the clock."""
@@ -89,7 +109,7 @@ class Driver:
             return None
         if op == "bootstrap":
             self._heartbeats()
-            self.sub._bootstrap()  # what a (re)subscription runs
+            self._run(self.sub._bootstrap())  # what a (re)subscription runs
             return None
         if op == "advance":
             self.clock.advance(step["ms"] / 1000.0)
@@ -100,7 +120,7 @@ class Driver:
         raw = (step["raw"] if "raw" in step else json.dumps(step["data"])).encode("utf-8")
         raw = raw.ljust(step.get("pad_to", 0), b" ")
         before = replace(stats)
-        self.sub.on_message(raw)
+        self._run(self.sub.on_message(raw))
         if stats.bad_messages > before.bad_messages:
             return "bad"
         if stats.suspect > before.suspect:
@@ -118,14 +138,20 @@ class Driver:
         return {(it.entry.key, it.entry.db) for it in list(hs.items.values()) if it.expires > now}
 
     def close(self) -> None:
-        self.sub.stop()
+        if self.loop is None:
+            self.sub.stop()
+            return
+        self._run(self.sub.stop())
+        if self.aclient is not None:
+            self._run(self.aclient.aclose())
+        self.loop.close()
 
 
 def run_hotset_case(
     doc: dict[str, Any],
     case: dict[str, Any],
     client: redis.Redis,
-    subscriber: type[Subscriber] = Subscriber,
+    subscriber: type[Subscriber] | type[AsyncSubscriber] = Subscriber,
 ) -> None:
     """Run one case of a file in the hotset.json format; AssertionError names the step."""
     d = Driver(doc, client, f"vec-{uuid.uuid4().hex[:12]}", subscriber)
@@ -162,9 +188,13 @@ def vector_redis(shared_redis: RedisServer) -> Iterator[redis.Redis]:
     client.close()
 
 
+SUBSCRIBERS = {"thread": Subscriber, "asyncio": AsyncSubscriber}
+
+
+@pytest.mark.parametrize("kind", sorted(SUBSCRIBERS))
 @pytest.mark.parametrize("case", HOTSET["cases"], ids=[c["name"] for c in HOTSET["cases"]])
-def test_hotset_vector(case: dict[str, Any], vector_redis: redis.Redis) -> None:
-    run_hotset_case(HOTSET, case, vector_redis)
+def test_hotset_vector(case: dict[str, Any], kind: str, vector_redis: redis.Redis) -> None:
+    run_hotset_case(HOTSET, case, vector_redis, SUBSCRIBERS[kind])
 
 
 # ------------------------------------------------------------------- keys
