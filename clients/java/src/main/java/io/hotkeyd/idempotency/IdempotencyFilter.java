@@ -108,21 +108,21 @@ public final class IdempotencyFilter implements Filter {
     List<String> raw = Collections.list(req.getHeaders(policy.header()));
     if (raw.isEmpty()) {
       if (policy.required().test(req)) {
-        send(res, StoredResponse.error(400, "this route needs " + policy.header(), -1));
+        refuse(req, res, StoredResponse.error(400, "this route needs " + policy.header(), -1));
       } else {
         chain.doFilter(request, response);
       }
       return;
     }
     if (raw.size() > 1) {
-      send(res, StoredResponse.error(400, "more than one " + policy.header(), -1));
+      refuse(req, res, StoredResponse.error(400, "more than one " + policy.header(), -1));
       return;
     }
     String key;
     try {
       key = IdempotencyKeys.checkKey(unquote(raw.get(0)), IdempotencyKeys.MAX_HEADER_KEY);
     } catch (IdempotencyKeyException e) {
-      send(res, StoredResponse.error(400, e.getMessage(), -1));
+      refuse(req, res, StoredResponse.error(400, e.getMessage(), -1));
       return;
     }
     if (policy.user() != null) {
@@ -212,6 +212,16 @@ public final class IdempotencyFilter implements Filter {
       }
     }
     return out.toByteArray();
+  }
+
+  /**
+   * Answers before the body was read: reads it first (up to maxBody), or the container
+   * drops the connection and a client that reuses it sees it closed.
+   */
+  private void refuse(HttpServletRequest req, HttpServletResponse res, StoredResponse r)
+      throws IOException {
+    req.getInputStream().readNBytes(policy.maxBody() + 1);
+    send(res, r);
   }
 
   private static void send(HttpServletResponse res, StoredResponse r) throws IOException {
