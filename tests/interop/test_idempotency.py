@@ -69,7 +69,9 @@ def _command(lang: str, tmp: Path) -> list[str]:
         return [str(exe)]
     if lang == "node":
         npm, node_dir = _need("npm"), ROOT / "clients" / "node"
-        if not (node_dir / "node_modules").is_dir():
+        installed = node_dir / "node_modules" / ".package-lock.json"  # written by npm ci
+        lock = node_dir / "package-lock.json"
+        if not installed.is_file() or installed.stat().st_mtime < lock.stat().st_mtime:
             _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], node_dir)
         _run([npm, "run", "build", "--silent"], node_dir)
         return [_need("node"), str(node_dir / "dist" / "examples" / "idemapp.js")]
