@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,5 +294,32 @@ func TestIdemClusterNeedsNoAudit(t *testing.T) {
 	}
 	if _, err := NewIdempotencyGuard(c, IdempotencyOptions{AuditMaxLen: -1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Many callers at once: exactly one runs (the scripts have no check-then-set).
+func TestIdemConcurrentBeginsRunOnce(t *testing.T) {
+	srv := startRedis(t)
+	g, _ := NewIdempotencyGuard(srv.Client(t), IdempotencyOptions{})
+	var wg sync.WaitGroup
+	var fresh, busy atomic.Int64
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := g.Begin(context.Background(), "race", []byte("f"))
+			switch {
+			case err != nil:
+				t.Error(err)
+			case b.Outcome == New:
+				fresh.Add(1)
+			case b.Outcome == InProgress:
+				busy.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if fresh.Load() != 1 || busy.Load() != 49 {
+		t.Fatalf("new %d, in progress %d", fresh.Load(), busy.Load())
 	}
 }

@@ -269,3 +269,11 @@ test("on a Cluster the guard needs auditMaxLen: 0 (the stream is in another slot
   assert.ok(new IdempotencyGuard(c, { auditMaxLen: 0 }));
   c.disconnect();
 });
+
+test("many callers at once: exactly one runs", async () => {
+  const clients = Array.from({ length: 10 }, () => srv.client());
+  const guards = clients.map((c) => new IdempotencyGuard(c));
+  const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => guards[i % guards.length].begin("race", "f")));
+  assert.equal(answers.filter((b) => b.outcome === "new").length, 1);
+  assert.equal(answers.filter((b) => b.outcome === "in_progress").length, 49);
+});

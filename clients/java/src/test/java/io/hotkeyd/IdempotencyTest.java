@@ -257,4 +257,25 @@ class IdempotencyTest {
     assertNull(again.lease());
     g.close();
   }
+
+  @Test
+  void concurrentBeginsRunOnce() throws Exception {
+    jedis.flushAll();
+    IdempotencyGuard g = IdempotencyGuard.builder(jedis).build();
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(16);
+    List<java.util.concurrent.Future<Outcome>> answers = new ArrayList<>();
+    for (int i = 0; i < 50; i++) {
+      answers.add(pool.submit(() -> g.begin("race", utf8("f")).outcome()));
+    }
+    int fresh = 0;
+    int busy = 0;
+    for (java.util.concurrent.Future<Outcome> f : answers) {
+      Outcome o = f.get();
+      fresh += o == Outcome.NEW ? 1 : 0;
+      busy += o == Outcome.IN_PROGRESS ? 1 : 0;
+    }
+    pool.shutdown();
+    assertEquals(1, fresh);
+    assertEquals(49, busy);
+  }
 }
