@@ -8,8 +8,17 @@ import (
 )
 
 // MaxIdempotencyKeyHeader is the longest key a client may send in an Idempotency-Key
-// header (the guard itself accepts IdempotencyOptions.MaxKeyLength for keys code builds).
-const MaxIdempotencyKeyHeader = 255
+// header (idempotency_key_chars_max in spec/limits.json); the guard itself accepts
+// IdempotencyOptions.MaxKeyLength for keys code builds.
+var MaxIdempotencyKeyHeader int
+
+func init() {
+	l, err := parseLimits(limitsJSON)
+	if err != nil {
+		panic(err)
+	}
+	MaxIdempotencyKeyHeader = int(l.int("idempotency_key_chars_max"))
+}
 
 // digest32: 32 hex digits of SHA-256 over length-prefixed parts, as every hotkeyd client.
 func digest32(parts ...[]byte) string {

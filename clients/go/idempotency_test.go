@@ -323,3 +323,25 @@ func TestIdemConcurrentBeginsRunOnce(t *testing.T) {
 		t.Fatalf("new %d, in progress %d", fresh.Load(), busy.Load())
 	}
 }
+
+// The idempotency_keys cases of spec/vectors/limits.json, through the header-key check.
+func TestIdemKeyLimitVectors(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "spec", "vectors", "limits.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		IdempotencyKeys []struct {
+			Key   string `json:"key"`
+			Error bool   `json:"error"`
+		} `json:"idempotency_keys"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil || len(v.IdempotencyKeys) == 0 {
+		t.Fatal("no idempotency_keys vectors", err)
+	}
+	for _, c := range v.IdempotencyKeys {
+		if err := CheckIdempotencyKey(c.Key, MaxIdempotencyKeyHeader); (err != nil) != c.Error {
+			t.Errorf("key of %d chars: error %v, want %v", len(c.Key), err, c.Error)
+		}
+	}
+}

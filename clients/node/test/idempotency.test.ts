@@ -8,8 +8,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Cluster, Redis } from "ioredis";
 import {
-  fingerprint, idempotency, IdempotencyGuard, IdempotencyKeyError, IdempotencyUnavailable, LeaseLostError, Namespace,
-  recordDigest, REPLAYED_HEADER, type GuardedRequest, type Lease,
+  checkKey, fingerprint, idempotency, IdempotencyGuard, IdempotencyKeyError, IdempotencyUnavailable, LeaseLostError, Namespace,
+  MAX_KEY_HEADER, recordDigest, REPLAYED_HEADER, type GuardedRequest, type Lease,
 } from "../src/index.js";
 import { freePort, startRedis, type RedisServer } from "./helpers.js";
 
@@ -276,4 +276,13 @@ test("many callers at once: exactly one runs", async () => {
   const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => guards[i % guards.length].begin("race", "f")));
   assert.equal(answers.filter((b) => b.outcome === "new").length, 1);
   assert.equal(answers.filter((b) => b.outcome === "in_progress").length, 49);
+});
+
+test("limits.json idempotency_keys: the header-key check", () => {
+  const cases = JSON.parse(readFileSync(join(SPEC, "vectors", "limits.json"), "utf8")).idempotency_keys as { key: string; error: boolean }[];
+  assert.ok(cases.length > 0);
+  for (const c of cases) {
+    if (c.error) assert.throws(() => checkKey(c.key, MAX_KEY_HEADER), IdempotencyKeyError, `${c.key.length} chars`);
+    else assert.equal(checkKey(c.key, MAX_KEY_HEADER), c.key);
+  }
 });

@@ -3,9 +3,10 @@
  * way (spec/vectors/idempotency.json), so records are shared across languages.
  */
 import { createHash } from "node:crypto";
+import { limit } from "../limits.js";
 
-/** The longest key a client may send in an Idempotency-Key header. */
-export const MAX_KEY_HEADER = 255;
+/** The longest key a client may send in an Idempotency-Key header (spec/limits.json). */
+export const MAX_KEY_HEADER = limit("idempotency_key_chars_max");
 
 /** A bad idempotency key: empty, too long, or not printable ASCII. */
 export class IdempotencyKeyError extends Error {

@@ -278,4 +278,19 @@ class IdempotencyTest {
     assertEquals(1, fresh);
     assertEquals(49, busy);
   }
+
+  @Test
+  void keyLimitVectors() throws Exception {
+    JsonNode cases = ConformanceTest.load("limits.json").get("idempotency_keys");
+    assertTrue(cases.size() > 0);
+    for (JsonNode c : cases) {
+      String key = c.get("key").asText();
+      if (c.get("error").asBoolean()) {
+        assertThrows(IdempotencyKeyException.class,
+            () -> IdempotencyKeys.checkKey(key, IdempotencyKeys.MAX_HEADER_KEY), key.length() + " chars");
+      } else {
+        assertEquals(key, IdempotencyKeys.checkKey(key, IdempotencyKeys.MAX_HEADER_KEY));
+      }
+    }
+  }
 }

@@ -1,5 +1,6 @@
 package io.hotkeyd.idempotency;
 
+import io.hotkeyd.Limits;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -11,8 +12,8 @@ import java.util.HexFormat;
  * ({@code spec/vectors/idempotency.json}), so that records are shared across languages.
  */
 public final class IdempotencyKeys {
-  /** The longest key a client may send in an Idempotency-Key header. */
-  public static final int MAX_HEADER_KEY = 255;
+  /** The longest key a client may send in an Idempotency-Key header (spec/limits.json). */
+  public static final int MAX_HEADER_KEY = (int) Limits.get("idempotency_key_chars_max");
 
   private IdempotencyKeys() {}
 
