@@ -19,7 +19,7 @@ func ExampleIdempotencyGuard_Middleware() {
 	}
 	orders := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lease, _ := hotkeyd.IdempotencyLeaseFrom(r.Context()) // renewed while this runs
-		_ = lease.Token                                        // fence your own writes with it
+		_ = lease.Token                                       // fence your own writes with it
 		w.WriteHeader(http.StatusCreated)
 	})
 	mw := guard.Middleware(hotkeyd.IdempotencyPolicy{
