@@ -16,9 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
-// MaxReportCount caps one key's count in one reporter message (the daemon's limit).
-const MaxReportCount = 1<<32 - 1
-
 // ReporterOptions configure a Reporter.
 type ReporterOptions struct {
 	Brokers       []string

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from hotkeyd.batch import Batch
+from hotkeyd.protocol import limits
 from hotkeyd.protocol.wire import BASE64
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
     "lines_safe",
 ]
 
-MAX_COUNT = (1 << 32) - 1
+MAX_COUNT = limits.COUNT_MAX
 """Largest count one entry may carry; larger ones are rejected as ``bad_count``."""
 
 BUCKET_MS = 100
