@@ -118,6 +118,11 @@ dist-python: $(PY)
 	  (echo "auditwheel could not repair the wheel: the linux-tagged wheel goes out as built"; \
 	   mv build/wheel/hotkeyd-*.whl $(DIST)/)
 
+dist-node:           ## the npm tarball (npm pack runs the prepare build)
+	rm -f $(DIST)/hotkeyd-client-*.tgz && mkdir -p $(DIST)
+	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
+	  npm pack --silent --pack-destination $(DIST) >/dev/null
+
 # C files formatted with .clang-format (the bindings and the sketch core; add others here
 # and in .pre-commit-config.yaml once formatted).
 CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c \
