@@ -46,7 +46,7 @@ class BuildPyWithSpec(build_py):
     """Ship the language-neutral contract (spec/schema, spec/lua) as hotkeyd/spec/.
 
     spec/ at the repository root is the single source (other clients read it too);
-    the wheel carries a copy that hotkeyd.contract finds at runtime. Editable installs
+    the wheel carries a copy that hotkeyd.protocol.contract finds at runtime. Editable installs
     and checkouts read spec/ in place.
     """
 

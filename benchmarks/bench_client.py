@@ -31,13 +31,13 @@ from hotkeyd.batch import Batch
 from hotkeyd.client import HotCache, HotSet
 from hotkeyd.client.demand import DemandCounter
 from hotkeyd.clock import ManualClock, SystemClock
-from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.detector import Detector, DetectorConfig
 from hotkeyd.detector.rules import RuleSet
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.demand import DEFAULT_INTERVAL
+from hotkeyd.protocol.wire import HotEntry, Message, Namespace
 from hotkeyd.sources.demand import DemandIntake
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import HotEntry, Message, Namespace
 
 
 def per_call(fn: Callable[[Any], Any], key: str, n: int) -> float:

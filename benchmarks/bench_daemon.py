@@ -40,12 +40,12 @@ from zipf import zipf_lines
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.service import Service
 from hotkeyd.detector.rules import Rule, RuleSet
+from hotkeyd.protocol.wire import Message
 from hotkeyd.publish import MemoryPublisher
 from hotkeyd.sketch import IMPLEMENTATION, HeavyKeeper
 from hotkeyd.sources.stream import StreamSource
 from hotkeyd.sources.synthetic import SyntheticSource
 from hotkeyd.testing import RedisServer, free_port
-from hotkeyd.wire import Message
 
 
 def pct(values: list[float], q: float) -> float:

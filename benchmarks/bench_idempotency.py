@@ -29,9 +29,9 @@ from collections.abc import Callable
 
 import redis
 
-from hotkeyd.client.idempotency import IdempotencyGuard, Outcome
+from hotkeyd.idempotency import IdempotencyGuard, Outcome
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 
 class Monitor(threading.Thread):

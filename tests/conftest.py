@@ -12,7 +12,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import redis
 
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import KafkaBroker, RedisClusterServers, RedisServer
 
 IN_CI = bool(os.environ.get("CI"))
@@ -90,3 +92,17 @@ def kafka_broker() -> Iterator[KafkaBroker]:
 def unique() -> str:
     """A unique suffix for topic, channel and key names of one test."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def ns(unique: str) -> Namespace:
+    """A namespace (key and channel prefix) of one test."""
+    return Namespace(prefix=f"hk-{unique}")
+
+
+@pytest.fixture
+def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A client of this test's redis-server."""
+    client = redis.Redis.from_url(redis_server.url)
+    yield client
+    client.close()

@@ -1,4 +1,4 @@
-"""Demand reports (hotkeyd.demand): round trip, validation reasons, and the shipped schema."""
+"""Demand reports (hotkeyd.protocol.demand): round trip, validation reasons, and the shipped schema."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 import hotkeyd
-from hotkeyd import contract
-from hotkeyd.demand import (
+from hotkeyd.protocol import contract
+from hotkeyd.protocol.demand import (
     MAX_ENTRIES,
     MAX_N,
     DemandEntry,
     DemandError,
     DemandReport,
 )
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 SCHEMA = contract.schema("demand-v1.json")
 HAVE_JSONSCHEMA = importlib.util.find_spec("jsonschema") is not None

@@ -1,4 +1,4 @@
-"""One key -> bytes rule (hotkeyd.keys) for the client cache, the reporter and the sketch."""
+"""One key -> bytes rule (hotkeyd.protocol.keys) for the client cache, the reporter and the sketch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from hotkeyd.client.reporter import Reporter
-from hotkeyd.keys import key_bytes
+from hotkeyd.protocol.keys import key_bytes
 from hotkeyd.sketch import _sketch_py
 
 

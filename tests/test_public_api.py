@@ -14,10 +14,10 @@ from hotkeyd import errors
 PUBLIC = [
     "hotkeyd",
     "hotkeyd.client",
-    "hotkeyd.client.idempotency",
-    "hotkeyd.demand",
+    "hotkeyd.idempotency",
+    "hotkeyd.protocol.demand",
     "hotkeyd.errors",
-    "hotkeyd.wire",
+    "hotkeyd.protocol.wire",
     "hotkeyd.sketch",
 ]
 
@@ -63,8 +63,8 @@ def test_every_exception_the_package_defines_derives_from_the_one_root() -> None
 
 
 def test_a_monitor_outage_is_an_unreachable_error() -> None:
+    from hotkeyd.protocol.wire import WireError
     from hotkeyd.sources.monitor.conn import RespError, Unreachable
-    from hotkeyd.wire import WireError
 
     assert issubclass(Unreachable, errors.UnreachableError)
     assert issubclass(Unreachable, errors.MonitorError)

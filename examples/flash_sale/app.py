@@ -33,13 +33,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hotkeyd.client import HotCache, ShardedCounter
-from hotkeyd.client.idempotency import (
+from hotkeyd.idempotency import (
     AsyncIdempotencyGuard,
     DurableStore,
     HttpPolicy,
     IdempotencyMiddleware,
 )
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 NAMESPACE = Namespace("flash")
 

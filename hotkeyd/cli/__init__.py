@@ -163,7 +163,7 @@ def watch(
     from hotkeyd.conn.redis import connect
     from hotkeyd.console.events import follow_channel
     from hotkeyd.console.text import watch_lines
-    from hotkeyd.wire import Namespace
+    from hotkeyd.protocol.wire import Namespace
 
     def show(data: bytes | str) -> None:
         text, is_error = watch_lines(data, as_json=as_json)
@@ -226,7 +226,7 @@ def check(http: str, strict: bool, redis_url: str | None, namespace: str, max_ag
     """
     from hotkeyd.conn.redis import connect
     from hotkeyd.console.health import check_heartbeat, check_http
-    from hotkeyd.wire import Namespace
+    from hotkeyd.protocol.wire import Namespace
 
     def go() -> int:
         if not redis_url:

@@ -36,8 +36,8 @@ def history(
     """
     from hotkeyd.conn.redis import connect
     from hotkeyd.console.intervals import intervals_json, parse_when, render_intervals
+    from hotkeyd.protocol.wire import Namespace
     from hotkeyd.publish.history import read_history
-    from hotkeyd.wire import Namespace
 
     def go() -> int:
         now = time.time()

@@ -27,7 +27,7 @@ from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.sharded import PartialTakeError, ShardedCounter
 from hotkeyd.client.snapshots import read_snapshots
 from hotkeyd.client.subscriber import Subscriber, SubscriberStats
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 if TYPE_CHECKING:
     from hotkeyd.client.metrics import ClientMetrics

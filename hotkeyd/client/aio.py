@@ -16,7 +16,6 @@ from typing import Any
 
 import redis
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.snapshots import afetch_snapshots
 from hotkeyd.client.subscriber import Liveness, SubscriberCore
@@ -24,7 +23,8 @@ from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import AnyAsyncRedis, AsyncRedisCluster, dedicated_client
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
 from hotkeyd.errors import ClientError, HotkeydError, UnreachableError
-from hotkeyd.wire import Message, Namespace
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.wire import Message, Namespace
 
 __all__ = ["AsyncSubscriber"]
 

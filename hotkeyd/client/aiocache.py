@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar, cast
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.client.aio import AsyncSubscriber
 from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
@@ -35,9 +34,10 @@ from hotkeyd.conn.cluster import (
     is_cluster,
     publish_command,
 )
-from hotkeyd.demand import DEFAULT_INTERVAL
-from hotkeyd.keys import key_bytes
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.demand import DEFAULT_INTERVAL
+from hotkeyd.protocol.keys import key_bytes
+from hotkeyd.protocol.wire import Namespace
 
 __all__ = ["AsyncHotCache"]
 

@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
 from hotkeyd.client.invalidation import (
@@ -48,11 +47,12 @@ from hotkeyd.conn.cluster import (
     publish,
     publish_command,
 )
-from hotkeyd.demand import DEFAULT_INTERVAL
 from hotkeyd.errors import ClientError
-from hotkeyd.keys import key_bytes
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.demand import DEFAULT_INTERVAL
+from hotkeyd.protocol.keys import key_bytes
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import Namespace
 
 __all__ = ["CacheStats", "HotCache", "LocalCache"]
 
@@ -94,7 +94,7 @@ class HotCache(Generic[V]):
         report_demand: report the reads served locally to the daemon (PUBLISH on
             ``client``); turn off only when nothing else must see them.
         report_interval: seconds between demand reports (0.25-0.5).
-        auth: verify the daemons' HMAC signatures (:class:`~hotkeyd.auth.MessageAuth`,
+        auth: verify the daemons' HMAC signatures (:class:`~hotkeyd.protocol.auth.MessageAuth`,
             e.g. ``MessageAuth.from_env()``) and drop anything unsigned or forged.
         daemon_db: the db in the daemon's ``--redis-url`` (where its snapshots are),
             when it differs from this client's db (the subscriber reads from there).

@@ -3,15 +3,15 @@
 Why: a key served from the local cache no longer reaches Redis, so the daemon would see
 its rate collapse, cool it, and send the whole load back to Redis (a flap every few
 seconds). The caches therefore count every read they serve locally, and this module
-reports the counts (wire format: :mod:`hotkeyd.demand`).
+reports the counts (wire format: :mod:`hotkeyd.protocol.demand`).
 
 Cost on the read path: one ``item.served += 1`` on the :class:`~hotkeyd.client.hotset.HotItem`
 the read already looked up (no lock, no dict write; a racing increment from another
 thread may rarely be lost, which only under-reports). Every ``interval`` seconds a
 background thread (or asyncio task) walks the hot set, takes the increase of each
 counter since its previous report, and PUBLISHes one message per daemon instance on the
-app's own Redis connection. A report is bounded (:data:`~hotkeyd.demand.MAX_ENTRIES`
-heaviest entries, :data:`~hotkeyd.demand.MAX_REPORT_BYTES`); the rest is counted in
+app's own Redis connection. A report is bounded (:data:`~hotkeyd.protocol.demand.MAX_ENTRIES`
+heaviest entries, :data:`~hotkeyd.protocol.demand.MAX_REPORT_BYTES`); the rest is counted in
 ``dropped``. A failed PUBLISH is counted (``failed``, ``lost``) and logged at a limited
 rate, and its counts are not retried: a report that is late is worth less than none,
 and missing demand can only let a key cool (the fail-safe direction).
@@ -36,7 +36,8 @@ from typing import Any
 from hotkeyd.client.forksafe import track_fork
 from hotkeyd.client.hotset import HotItem, HotSet, Ident
 from hotkeyd.clock import Clock
-from hotkeyd.demand import (
+from hotkeyd.errors import ClientError
+from hotkeyd.protocol.demand import (
     DEFAULT_INTERVAL,
     MAX_ENTRIES,
     MAX_INTERVAL,
@@ -46,9 +47,8 @@ from hotkeyd.demand import (
     DemandEntry,
     DemandReport,
 )
-from hotkeyd.errors import ClientError
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import Namespace
 
 __all__ = ["AsyncDemandReporter", "DemandCounter", "DemandReporter", "DemandStats"]
 
@@ -68,8 +68,8 @@ class DemandStats:
         failed: messages whose PUBLISH failed (not retried).
         lost: locally served reads in failed messages.
         dropped: reads left out of reports by their bounds (entries beyond the
-            heaviest :data:`~hotkeyd.demand.MAX_ENTRIES` or the byte bound, and the part
-            of a count above :data:`~hotkeyd.demand.MAX_N`).
+            heaviest :data:`~hotkeyd.protocol.demand.MAX_ENTRIES` or the byte bound, and the part
+            of a count above :data:`~hotkeyd.protocol.demand.MAX_N`).
     """
 
     reports: int = 0

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.wire import HotEntry, Message
+from hotkeyd.protocol.wire import HotEntry, Message
 
 __all__ = ["ApplyResult", "HotItem", "HotSet", "Ident", "hot_lookup", "ident"]
 

@@ -29,8 +29,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from hotkeyd.client.forksafe import track_fork
+from hotkeyd.protocol.wire import WireError, decode_key, encode_key
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import WireError, decode_key, encode_key
 
 __all__ = [
     "ServerTracking",
@@ -52,7 +52,7 @@ def encode_invalidation(origin: str, keys: Iterable[bytes]) -> bytes:
 
 
 def decode_invalidation(payload: bytes) -> tuple[str, list[bytes]]:
-    """Parse an invalidation payload; raises :class:`~hotkeyd.wire.WireError`."""
+    """Parse an invalidation payload; raises :class:`~hotkeyd.protocol.wire.WireError`."""
     try:
         obj = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hotkeyd.client.invalidation import encode_invalidation
-from hotkeyd.keys import key_bytes
+from hotkeyd.protocol.keys import key_bytes
 
 __all__ = [
     "WRITES",

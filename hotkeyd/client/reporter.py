@@ -6,7 +6,7 @@ worth. ``Reporter.record()`` is a dict increment under a lock (its cost is measu
 ``benchmarks/bench_kafka.py``, results in docs/kafka.md); a background thread swaps the
 dict every ``flush_interval`` and sends one compact
 message per target partition: ``key<TAB>count`` lines (the daemon's C fast path), or a
-JSON batch object for keys that cannot travel as lines (see :mod:`hotkeyd.formats`).
+JSON batch object for keys that cannot travel as lines (see :mod:`hotkeyd.protocol.formats`).
 Point the daemon at the topic with ``format=reporter`` (the default).
 
 Partitioning: each key goes to partition ``murmur3_32(key, seed=0) mod partitions`` (set
@@ -50,8 +50,8 @@ import mmh3
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.kafka import check_reachable, kafka_python
 from hotkeyd.errors import ClientError
-from hotkeyd.formats import MAX_COUNT, encode_count_messages
-from hotkeyd.keys import key_bytes
+from hotkeyd.protocol.formats import MAX_COUNT, encode_count_messages
+from hotkeyd.protocol.keys import key_bytes
 
 __all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
 
@@ -68,7 +68,7 @@ def partition_for(key: bytes, partitions: int) -> int:
 
 
 def _as_bytes(key: Any) -> bytes | None:
-    """The key's bytes (:func:`hotkeyd.keys.key_bytes`), or None for a non-key."""
+    """The key's bytes (:func:`hotkeyd.protocol.keys.key_bytes`), or None for a non-key."""
     try:
         return key_bytes(key)
     except (TypeError, UnicodeEncodeError):

@@ -38,9 +38,9 @@ from redis.crc import key_slot
 from hotkeyd.backoff import Backoff
 from hotkeyd.conn.cluster import AnyRedis
 from hotkeyd.conn.redis import REDIS_ERRORS
-from hotkeyd.contract import lua
 from hotkeyd.errors import ClientError
-from hotkeyd.keys import key_bytes
+from hotkeyd.protocol.contract import lua
+from hotkeyd.protocol.keys import key_bytes
 
 __all__ = ["PartialTakeError", "ShardedCounter"]
 

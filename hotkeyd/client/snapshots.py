@@ -9,7 +9,7 @@ Reading is **read-only** and **cluster-safe**: one ZREVRANGEBYSCORE for the inst
 heard from in the last ``max_age`` seconds, then one MGET of their snapshots. Every name
 carries the ``{<prefix>}`` hash tag, so the MGET never crosses a cluster slot. Index
 members whose snapshot has expired are skipped; pruning them is the daemons' job (each
-heartbeat removes members older than :data:`hotkeyd.wire.INSTANCE_MAX_AGE`), so a user
+heartbeat removes members older than :data:`hotkeyd.protocol.wire.INSTANCE_MAX_AGE`), so a user
 with read-only rights can run ``hotkeyd top``. A snapshot that does not parse is
 skipped and counted (``on_bad``), never fatal.
 
@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.wire import INSTANCE_MAX_AGE, HotEntry, Message, Namespace, WireError
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import INSTANCE_MAX_AGE, HotEntry, Message, Namespace, WireError
 
 __all__ = [
     "DEFAULT_MAX_AGE",

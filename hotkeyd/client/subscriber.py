@@ -18,7 +18,7 @@ a ``ts`` more than ``max_clock_skew`` seconds in the future, or a ``seq`` more t
 hot set's ``max_seq_jump`` (1,000) ahead of the instance's snapshot (which the daemon
 writes before each message), is *suspect* (counted in ``suspect``, dropped): adopting it would mute the real daemon
 until it restarts.
-With ``auth`` (:class:`~hotkeyd.auth.MessageAuth`) only messages signed with the shared
+With ``auth`` (:class:`~hotkeyd.protocol.auth.MessageAuth`) only messages signed with the shared
 key are read at all (``unsigned`` counts the rest).
 """
 
@@ -34,7 +34,6 @@ from typing import Any
 
 import redis
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.backoff import Backoff
 from hotkeyd.client.forksafe import track_fork
 from hotkeyd.client.hotset import ApplyResult, HotSet
@@ -43,8 +42,9 @@ from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.cluster import AnyRedis, dedicated_client
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
 from hotkeyd.errors import ClientError, HotkeydError, UnreachableError
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.wire import Message, Namespace, WireError
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import Message, Namespace, WireError
 
 __all__ = ["Subscriber", "SubscriberCore", "SubscriberStats", "start_failure"]
 

@@ -6,7 +6,7 @@ nodes and follows MOVED/ASK; otherwise a plain ``redis.Redis``. The URL option
 ``?cluster=yes`` (or ``no``) skips the question, for a user without INFO rights.
 
 Everything hotkeyd stores shares one hash tag (``{prefix}``, see
-:class:`hotkeyd.wire.Namespace`), so each of the daemon's MULTI/EXEC stays in one slot.
+:class:`hotkeyd.protocol.wire.Namespace`), so each of the daemon's MULTI/EXEC stays in one slot.
 PUBLISH is the only command that a cluster pipeline refuses; :func:`publish_many` sends
 a batch of messages to one node in one round trip instead (PUBLISH reaches every node
 over the cluster bus; SPUBLISH goes to the node that owns the channel's slot).

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -28,8 +31,8 @@ from typing import IO, Any
 from hotkeyd.batch import Batch
 from hotkeyd.daemon.config import Settings
 from hotkeyd.detector.rules import Rule, RuleSet
+from hotkeyd.protocol.wire import HotEntry, Message, decode_key
 from hotkeyd.sources.synthetic import Spike, SyntheticSource
-from hotkeyd.wire import HotEntry, Message, decode_key
 
 __all__ = ["DemoSummary", "run_demo"]
 
@@ -43,6 +46,48 @@ INSTALL_HINT = (
     "  macOS:         brew install redis\n"
     "  Docker:        docker run -p 6379:6379 redis:7"
 )
+
+
+class _ScratchRedis:
+    """A throwaway ``redis-server`` on a free loopback port, without persistence.
+
+    The demo's own (not :mod:`hotkeyd.testing`'s, which is test tooling): it only needs
+    one server for one run, started and stopped around it.
+    """
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.dir = tempfile.TemporaryDirectory(prefix="hotkeyd-demo-")
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        args += ["--appendonly", "no", "--dir", self.dir.name]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self.dir.cleanup()
 
 
 @dataclass
@@ -157,9 +202,7 @@ def run_demo(
     server = None
     redis_url = None
     if use_redis and shutil.which("redis-server"):
-        from hotkeyd.testing import RedisServer
-
-        server = RedisServer()
+        server = _ScratchRedis()
         server.start()
         redis_url = server.url
         summary.with_redis = True

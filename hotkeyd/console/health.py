@@ -12,7 +12,7 @@ from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.http import http_get
 from hotkeyd.conn.redis import translate_redis_error
 from hotkeyd.errors import HotkeydError
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 __all__ = ["check_heartbeat", "check_http", "newest_heartbeat"]
 

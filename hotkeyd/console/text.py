@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any
 
-from hotkeyd.wire import Message, WireError, decode_key
+from hotkeyd.protocol.wire import Message, WireError, decode_key
 
 __all__ = ["demand_summary", "format_message", "render_top", "safe_text", "show_key"]
 

@@ -12,7 +12,7 @@ from hotkeyd.client.snapshots import read_merged
 from hotkeyd.conn.http import http_get
 from hotkeyd.conn.redis import connect
 from hotkeyd.errors import HotkeydError
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 __all__ = ["TopReader"]
 

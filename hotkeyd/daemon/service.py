@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import make_sources
@@ -32,10 +31,11 @@ from hotkeyd.detector import Detector, RateEntry
 from hotkeyd.detector.rules import RuleSet, load_rules
 from hotkeyd.errors import ConfigError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.wire import HotEntry, Namespace, encode_key
 from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
 from hotkeyd.sources.base import Source
 from hotkeyd.sources.demand import DemandIntake
-from hotkeyd.wire import HotEntry, Namespace, encode_key
 
 __all__ = ["Service", "ServiceState"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hotkeyd.errors import ConfigError
-from hotkeyd.wire import CoolEntry, HotEntry
+from hotkeyd.protocol.wire import CoolEntry, HotEntry
 
 __all__ = [
     "DEFAULT_MAX_LAG",

@@ -50,9 +50,9 @@ from hotkeyd.detector.sizing import KeySizer
 from hotkeyd.detector.state import HotKey, HotSet
 from hotkeyd.errors import ConfigError, SketchError
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import CoolEntry, HotEntry
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sketch import SketchLike, new_sketch
-from hotkeyd.wire import CoolEntry, HotEntry
 
 __all__ = ["Detector"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from hotkeyd.detector.keys import encode_keys
 from hotkeyd.errors import SketchError
-from hotkeyd.lines import parse_counted
+from hotkeyd.protocol.lines import parse_counted
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sketch import SketchLike
 
@@ -111,7 +111,7 @@ class Intake:
 def count_lines(buf: bytes | bytearray | memoryview, counted: bool) -> Counts:
     """Count the events of a line buffer without a sketch (late batches: a rare path).
 
-    Counted buffers are parsed with the one grammar (:func:`hotkeyd.lines.parse_counted`,
+    Counted buffers are parsed with the one grammar (:func:`hotkeyd.protocol.lines.parse_counted`,
     as the C fast path); lines lacking a valid ``<TAB>count`` are malformed.
     """
     if not counted:

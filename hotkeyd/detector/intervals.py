@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hotkeyd.detector.config import Transition
-from hotkeyd.wire import encode_key
+from hotkeyd.protocol.wire import encode_key
 
 __all__ = ["Interval", "from_transitions"]
 

@@ -1,6 +1,6 @@
 """Reads that apps served from their local caches, per hot key and sub-window.
 
-The detector adds reported demand (``hotkeyd.demand``) to its sketches like any other
+The detector adds reported demand (``hotkeyd.protocol.demand``) to its sketches like any other
 access, so a hot key's rate is its *total* demand. It also keeps these exact counts
 beside the sketches, in step with their sub-windows, so ``top`` can say how much of a
 key's rate the app caches absorbed (``local``). Only keys hot here are ever added, so

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from hotkeyd.clock import Clock
-from hotkeyd.wire import CoolEntry, HotEntry, Message, encode_key
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message, encode_key
 
 __all__ = [
     "HotSetState",

@@ -1,7 +1,7 @@
 """History: every hot/cool transition in a capped Redis Stream, and a reader for it.
 
 The running daemon appends one stream entry per transition to ``{P}:history``
-(:attr:`hotkeyd.wire.Namespace.history`), from a thread of its own with a bounded queue,
+(:attr:`hotkeyd.protocol.wire.Namespace.history`), from a thread of its own with a bounded queue,
 so a slow or unreachable Redis never stalls detection (entries that do not fit are
 dropped and counted in ``hotkeyd_history_dropped_total``). When the daemon stops, the
 keys still hot get a ``cool`` entry with reason ``stop``, so every interval is closed.
@@ -36,8 +36,8 @@ from hotkeyd.detector.glob import Glob
 from hotkeyd.detector.intervals import Interval
 from hotkeyd.errors import PublishError
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import Namespace, decode_key, encode_key
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import Namespace, decode_key, encode_key
 
 __all__ = [
     "DEFAULT_MAXLEN",

@@ -12,14 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 from hotkeyd.publish.base import DEFAULT_TOP_LIMIT, HotSetState
-from hotkeyd.wire import CoolEntry, HotEntry, Message
 
 __all__ = ["MemoryPublisher"]
 
 
 class MemoryPublisher:
-    """Keeps published :class:`~hotkeyd.wire.Message` objects in :attr:`messages`.
+    """Keeps published :class:`~hotkeyd.protocol.wire.Message` objects in :attr:`messages`.
 
     Args:
         instance: instance id stamped on messages.

@@ -46,7 +46,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.backoff import Backoff
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.cluster import AnyRedis, is_cluster, publish_many
@@ -58,13 +57,14 @@ from hotkeyd.conn.redis import (
     translate_redis_error,
 )
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.wire import INSTANCE_MAX_AGE, CoolEntry, HotEntry, Message, Namespace
 from hotkeyd.publish.base import (
     DEFAULT_TOP_LIMIT,
     HotSetState,
     default_instance_id,
 )
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import INSTANCE_MAX_AGE, CoolEntry, HotEntry, Message, Namespace
 
 __all__ = ["RedisPublisher"]
 
@@ -94,7 +94,7 @@ class RedisPublisher:
         backoff_base, backoff_cap: retry delays after a failure (seconds).
         log_interval: at most one failure log line per this many seconds.
         rng: jitter source (seed it in tests).
-        auth: sign every message and snapshot (:mod:`hotkeyd.auth`); unsigned when None.
+        auth: sign every message and snapshot (:mod:`hotkeyd.protocol.auth`); unsigned when None.
     """
 
     def __init__(

@@ -21,9 +21,9 @@ from typing import IO, Any, cast
 
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 from hotkeyd.publish.base import DEFAULT_TOP_LIMIT, HotSetState
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import CoolEntry, HotEntry, Message
 
 __all__ = ["StdoutPublisher"]
 

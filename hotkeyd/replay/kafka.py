@@ -20,7 +20,7 @@ from typing import Any
 from hotkeyd.batch import Batch
 from hotkeyd.conn.kafka import KafkaSettings, check_reachable, kafka_python
 from hotkeyd.errors import SourceError
-from hotkeyd.formats import RecordDecoder
+from hotkeyd.protocol.formats import RecordDecoder
 
 __all__ = ["read_kafka_range"]
 

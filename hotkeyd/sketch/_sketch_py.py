@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hotkeyd.errors import SerializationError, SketchError
-from hotkeyd.keys import key_bytes
-from hotkeyd.lines import parse_counted
+from hotkeyd.protocol.keys import key_bytes
+from hotkeyd.protocol.lines import parse_counted
 
 _mmh3_hash: Any
 try:
@@ -316,7 +316,7 @@ def _plan(
 
 
 def _key_bytes(o: Any) -> bytes:
-    # bytes and str follow the one key rule (hotkeyd.keys); like the C core, the sketch
+    # bytes and str follow the one key rule (hotkeyd.protocol.keys); like the C core, the sketch
     # also takes any contiguous buffer, and no numbers
     if isinstance(o, (bytes, str)):
         return key_bytes(o)

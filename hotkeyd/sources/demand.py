@@ -1,7 +1,7 @@
 """The daemon's demand intake: reads app caches served locally, reported over Redis.
 
 Apps that serve a hot key from their local cache report how many reads they served
-(:mod:`hotkeyd.demand`) on ``<prefix>:demand:<instance>``: the instance that announced
+(:mod:`hotkeyd.protocol.demand`) on ``<prefix>:demand:<instance>``: the instance that announced
 the key. This intake subscribes to its own instance's channel in a thread of its own,
 parses and validates every report there (untrusted input: schema, size, entry count,
 absurd counts), and queues the good ones grouped by database. The service's loop takes
@@ -30,11 +30,17 @@ import redis
 from hotkeyd.backoff import Backoff
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.redis import open_client, parse_redis_url, translate_redis_error
-from hotkeyd.demand import MAX_INTERVAL, MAX_REPORT_BYTES, MIN_INTERVAL, DemandError, DemandReport
 from hotkeyd.errors import HotkeydError
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.demand import (
+    MAX_INTERVAL,
+    MAX_REPORT_BYTES,
+    MIN_INTERVAL,
+    DemandError,
+    DemandReport,
+)
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.ratelog import RateLimitedLog
-from hotkeyd.wire import Namespace
 
 __all__ = ["DEFAULT_MAX_RATE", "DemandIntake", "Served"]
 

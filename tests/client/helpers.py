@@ -1,6 +1,6 @@
 """Test helpers: polling, Redis command counts, and a stand-in for the daemon publisher.
 
-It publishes :class:`hotkeyd.wire.Message` JSON on the events channel and writes the
+It publishes :class:`hotkeyd.protocol.wire.Message` JSON on the events channel and writes the
 snapshot + instances heartbeat exactly as the wire format describes, so client tests
 exercise the same bytes the daemon will send.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import redis
 
-from hotkeyd.wire import CoolEntry, HotEntry, Message, Namespace
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message, Namespace
 
 
 class FakeDaemon:

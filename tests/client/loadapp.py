@@ -26,7 +26,7 @@ import redis.asyncio as aredis
 
 from hotkeyd.client import AsyncHotCache, HotCache
 from hotkeyd.client.reporter import Reporter, instrument
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 STEP = 0.01  # seconds per paced batch
 

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,8 +23,8 @@ from typing import Any
 
 import redis
 
-from hotkeyd.testing import free_port
-from hotkeyd.wire import Message, Namespace, WireError
+from hotkeyd.protocol.wire import Message, Namespace, WireError
+from hotkeyd.testing import DaemonProcess
 
 LOADAPP = str(Path(__file__).with_name("loadapp.py"))
 
@@ -114,55 +113,23 @@ class EventWatcher:
         self.r.close()
 
 
-class Daemon:
-    """``hotkeyd run`` as a subprocess, with its HTTP endpoint on a free port."""
+class Daemon(DaemonProcess):
+    """``hotkeyd run`` on a source, as the loop scenarios deploy it (started at once)."""
 
     def __init__(
         self, source: str, redis_url: str, ns: Namespace, rules: Path, instance: str
     ) -> None:
-        self.port = free_port()
-        self.instance = instance
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hotkeyd", "run", "-s", source, "--redis-url", redis_url,
-             "--namespace", ns.prefix, "--rules", str(rules), "--instance", instance,
-             "--window", str(WINDOW), "--http-port", str(self.port), "--log-level", "warning",
-             *(["--sharded-pubsub"] if ns.sharded else [])],
+        super().__init__(
+            "-s", source, "--redis-url", redis_url, "--namespace", ns.prefix,
+            "--rules", str(rules), "--instance", instance, "--window", str(WINDOW),
+            *(["--sharded-pubsub"] if ns.sharded else []),
+            stdin=False, capture=False, log_level="warning",
         )  # fmt: skip
+        self.instance = instance
+        self.start(wait=False)
 
-    def get(self, path: str) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as resp:
-            return str(resp.read().decode())
-
-    def topk(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.get("/topk"))
-        return data
-
-    def metric(self, name: str, **labels: str) -> float:
-        """Sum of the samples of ``name`` (with these labels) on /metrics."""
-        total = 0.0
-        for line in self.get("/metrics").splitlines():
-            if not line.startswith(name) or line.startswith("#"):
-                continue
-            head, _, value = line.rpartition(" ")
-            metric = head.split("{")[0]
-            if metric != name or any(f'{k}="{v}"' not in head for k, v in labels.items()):
-                continue
-            total += float(value)
-        return total
-
-    def healthy(self) -> bool:
-        try:
-            return json.loads(self.get("/healthz")).get("status") == "ok"
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+    def stop(self, timeout: float = 15.0, force: bool = True) -> int:
+        return super().stop(timeout, force)
 
 
 class App:

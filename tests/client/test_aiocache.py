@@ -9,8 +9,8 @@ import redis
 import redis.asyncio as aredis
 
 from hotkeyd.client import AsyncHotCache
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 from .helpers import FakeDaemon, get_calls
 

@@ -14,7 +14,7 @@ def test_all_is_sorted_and_resolves() -> None:
 def test_key_bytes_matches_redis_py_encoding() -> None:
     import redis
 
-    from hotkeyd.keys import key_bytes
+    from hotkeyd.protocol.keys import key_bytes
 
     enc = redis.Redis().get_encoder()
     for key in ["text", "ünï", b"\xff\x00", 42, 1.5]:

@@ -1,4 +1,4 @@
-"""Message authentication (HMAC-SHA256, hotkeyd.auth): the shared vectors, and a real
+"""Message authentication (HMAC-SHA256, hotkeyd.protocol.auth): the shared vectors, and a real
 daemon signing what a real subscriber verifies while forged messages are dropped."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from hotkeyd.auth import MessageAuth
 from hotkeyd.client import Subscriber
 from hotkeyd.errors import ConfigError
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 from tests.service.daemon import Daemon
 
 from .helpers import wait_until

@@ -11,8 +11,8 @@ import redis
 from prometheus_client import CollectorRegistry
 
 from hotkeyd.client import ClientMetrics, HotCache, Subscriber
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 from .helpers import FakeDaemon, get_calls, wait_until
 
@@ -235,7 +235,7 @@ def test_metrics_on_explicit_registry(
 
 
 def test_hot_entry_of_another_db_is_not_served_locally(cache: HotCache, r: redis.Redis) -> None:
-    from hotkeyd.wire import HotEntry, Message
+    from hotkeyd.protocol.wire import HotEntry, Message
 
     r.set("same-name", b"db0")
     entry = HotEntry(key=b"same-name", rate=1e4, rule="r", ttl_ms=60_000, db=3)

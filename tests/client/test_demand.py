@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry
 from hotkeyd.client import AsyncHotCache, ClientMetrics, HotCache, HotSet, Subscriber
 from hotkeyd.client.demand import DemandCounter, DemandReporter
 from hotkeyd.clock import ManualClock
-from hotkeyd.demand import DemandReport
+from hotkeyd.protocol.demand import DemandReport
+from hotkeyd.protocol.wire import HotEntry, Message, Namespace
 from hotkeyd.testing import RedisServer, free_port
-from hotkeyd.wire import HotEntry, Message, Namespace
 
 from .helpers import FakeDaemon, get_calls, wait_until
 

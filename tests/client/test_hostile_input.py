@@ -13,7 +13,7 @@ import redis
 from hotkeyd.client import HotCache, Subscriber
 from hotkeyd.client.hotset import ApplyResult, HotSet
 from hotkeyd.clock import ManualClock
-from hotkeyd.wire import Message, Namespace
+from hotkeyd.protocol.wire import Message, Namespace
 
 from .helpers import FakeDaemon, wait_until
 
@@ -95,7 +95,7 @@ def test_forged_seq_or_ts_does_not_mute_a_real_daemon(
 def test_forged_keys_cannot_crowd_out_a_real_key() -> None:
     clock = ManualClock()
     hs = HotSet(clock, max_keys=1000, max_keys_per_instance=100)
-    from hotkeyd.wire import HotEntry
+    from hotkeyd.protocol.wire import HotEntry
 
     def hot(inst: str, seq: int, keys: list[bytes]) -> Message:
         entries = tuple(HotEntry(k, 1.0, "r", 5000) for k in keys)
@@ -110,7 +110,7 @@ def test_forged_keys_cannot_crowd_out_a_real_key() -> None:
 def test_instance_cap_holds_in_linear_time() -> None:
     clock = ManualClock()
     hs = HotSet(clock, max_instances=100)
-    from hotkeyd.wire import HotEntry
+    from hotkeyd.protocol.wire import HotEntry
 
     t0 = time.perf_counter()
     for i in range(20_000):

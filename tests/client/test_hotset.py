@@ -6,7 +6,7 @@ import pytest
 
 from hotkeyd.client import ApplyResult, HotSet
 from hotkeyd.clock import ManualClock
-from hotkeyd.wire import CoolEntry, HotEntry, Message
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 
 
 def hot(key: bytes, ttl_ms: int = 1000) -> HotEntry:
@@ -194,7 +194,7 @@ def test_instance_count_is_capped_keeping_those_with_keys(clock: ManualClock) ->
 def test_a_key_is_its_bytes_and_its_db() -> None:
     """A cool of a key in db 1 used to remove the same key name hot in db 0."""
     from hotkeyd.clock import ManualClock
-    from hotkeyd.wire import CoolEntry, HotEntry, Message
+    from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 
     hs = HotSet(ManualClock())
     cooled: list[bytes] = []

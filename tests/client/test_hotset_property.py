@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hotkeyd.client import ApplyResult, HotSet
 from hotkeyd.clock import ManualClock
-from hotkeyd.wire import CoolEntry, HotEntry, Message
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 
 KEYS = [b"a", b"b", b"c", b"d", b"\xff"]
 

@@ -11,8 +11,8 @@ import redis.asyncio as aredis
 
 from hotkeyd.client import AsyncSubscriber, HotSet, Subscriber
 from hotkeyd.clock import ManualClock
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 from .helpers import FakeDaemon, wait_until
 

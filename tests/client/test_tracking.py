@@ -8,8 +8,8 @@ import pytest
 import redis
 
 from hotkeyd.client import HotCache
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 from .helpers import FakeDaemon, wait_until
 

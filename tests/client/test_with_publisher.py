@@ -6,9 +6,9 @@ import pytest
 import redis
 
 from hotkeyd.client import Subscriber
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Namespace
 from hotkeyd.publish.redis import RedisPublisher
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import CoolEntry, HotEntry, Namespace
 
 from .helpers import wait_until
 

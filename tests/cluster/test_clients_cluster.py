@@ -11,8 +11,8 @@ import redis.asyncio as aredis
 from redis.cluster import RedisCluster
 
 from hotkeyd.client import AsyncHotCache, AsyncSubscriber, HotCache, Subscriber
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisClusterServers
-from hotkeyd.wire import Namespace
 from tests.client.helpers import wait_until
 
 from .helpers import get_calls, key_on, tap_daemon

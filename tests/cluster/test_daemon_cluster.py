@@ -10,8 +10,8 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from hotkeyd.protocol.wire import Message, Namespace
 from hotkeyd.testing import RedisClusterServers
-from hotkeyd.wire import Message, Namespace
 from tests.service.daemon import Daemon, Listener
 
 pytestmark = pytest.mark.integration

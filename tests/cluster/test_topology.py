@@ -15,8 +15,8 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from hotkeyd.client import HotCache
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisClusterServers
-from hotkeyd.wire import Namespace
 from tests.client.helpers import wait_until
 
 from .helpers import key_on, tap_daemon

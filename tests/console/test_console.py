@@ -16,8 +16,8 @@ from hotkeyd.console.health import check_heartbeat, check_http, newest_heartbeat
 from hotkeyd.console.text import format_message, render_top, show_key
 from hotkeyd.console.top import TopReader
 from hotkeyd.errors import ConfigError, HotkeydError, UnreachableError
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message, Namespace
 from hotkeyd.testing import RedisServer, free_port
-from hotkeyd.wire import CoolEntry, HotEntry, Message, Namespace
 
 
 def test_show_key_escapes_control_and_invalid_bytes_and_truncates() -> None:

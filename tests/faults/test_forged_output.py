@@ -12,8 +12,8 @@ import time
 import pytest
 import redis
 
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ import redis
 
 from hotkeyd.client import Subscriber
 from hotkeyd.conn.kafka import kafka_python
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import KafkaBroker, RedisServer
-from hotkeyd.wire import Namespace
 from tests.service.daemon import Daemon
 
 from .conftest import seconds_until

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from hotkeyd.client import Subscriber
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 from tests.service.daemon import Daemon
 
 from .conftest import Load, seconds_until

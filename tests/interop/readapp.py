@@ -17,7 +17,7 @@ import redis
 import redis.cluster
 
 from hotkeyd.client import HotCache
-from hotkeyd.wire import Namespace
+from hotkeyd.protocol.wire import Namespace
 
 _out = threading.Lock()
 

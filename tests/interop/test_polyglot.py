@@ -23,8 +23,8 @@ import redis
 import redis.cluster
 
 from hotkeyd.client import HotSet, Subscriber
+from hotkeyd.protocol.wire import HotEntry, Namespace
 from hotkeyd.testing import RedisClusterServers, RedisServer
-from hotkeyd.wire import HotEntry, Namespace
 from tests.client.loop_harness import RULES, Daemon, EventWatcher, Transitions, running
 
 from .apps import ROOT, ReadApp

@@ -19,7 +19,7 @@ import pytest
 
 from hotkeyd.client.reporter import Reporter, partition_for
 from hotkeyd.conn.kafka import kafka_python
-from hotkeyd.formats import RecordDecoder
+from hotkeyd.protocol.formats import RecordDecoder
 from hotkeyd.testing import KafkaBroker
 
 from .apps import ROOT, _need, _run

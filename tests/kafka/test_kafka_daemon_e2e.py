@@ -13,8 +13,8 @@ import redis
 from kafka_testutil import create_topic
 
 from hotkeyd.client.reporter import Reporter, partition_for
+from hotkeyd.protocol.wire import Message, Namespace, decode_key
 from hotkeyd.testing import KafkaBroker, RedisServer
-from hotkeyd.wire import Message, Namespace, decode_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_testutil import count_batches
 
-from hotkeyd.formats import (
+from hotkeyd.protocol.formats import (
     MAX_COUNT,
     RecordDecoder,
     encode_counts,

@@ -15,7 +15,7 @@ import pytest
 from kafka_testutil import create_topic, producer
 from service.daemon import Daemon, Listener
 
-from hotkeyd.formats import encode_json_record
+from hotkeyd.protocol.formats import encode_json_record
 from hotkeyd.testing import KafkaBroker, RedisServer
 
 pytestmark = [pytest.mark.integration]

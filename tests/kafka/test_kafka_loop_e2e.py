@@ -17,8 +17,8 @@ import redis
 from kafka_testutil import create_topic
 
 from hotkeyd.client.reporter import partition_for
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import KafkaBroker, RedisServer
-from hotkeyd.wire import Namespace
 from tests.client.helpers import wait_until
 from tests.client.loop_harness import (
     RULES,

@@ -9,8 +9,8 @@ import pytest
 from kafka_testutil import create_topic, drain, producer, read_all, settings
 
 from hotkeyd.batch import Batch
-from hotkeyd.formats import encode_json_batch, encode_json_record
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.formats import encode_json_batch, encode_json_record
 from hotkeyd.sketch import new_sketch
 from hotkeyd.sources.kafka.source import KafkaSource
 from hotkeyd.testing import KafkaBroker

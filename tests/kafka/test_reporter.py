@@ -12,8 +12,8 @@ from kafka_testutil import count_batches, create_topic, drain, read_all, setting
 
 from hotkeyd.client.reporter import Reporter, command_keys, instrument, partition_for
 from hotkeyd.errors import ClientError
-from hotkeyd.formats import RecordDecoder
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.formats import RecordDecoder
 from hotkeyd.sources.kafka.source import KafkaSource
 from hotkeyd.testing import KafkaBroker, RedisServer, free_port
 
@@ -211,7 +211,7 @@ def test_instrumented_redis_client_reports_its_keys(
 @pytest.mark.integration
 def test_counts_over_the_cap_are_capped_and_counted(kafka_broker: KafkaBroker, unique: str) -> None:
     from hotkeyd.clock import ManualClock
-    from hotkeyd.formats import MAX_COUNT
+    from hotkeyd.protocol.formats import MAX_COUNT
 
     topic = f"rep-{unique}"
     create_topic(kafka_broker.bootstrap, topic, partitions=1)

@@ -19,8 +19,8 @@ from apache_broker import ApacheKafka, create_topic
 from kafka import KafkaProducer
 from service.daemon import Daemon, Listener
 
+from hotkeyd.protocol.wire import HotEntry
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import HotEntry
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from hotkeyd.protocol.wire import Message
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Message
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import Message
 from hotkeyd.testing import RedisServer, free_port, wait_for_port
-from hotkeyd.wire import Message
 
 from .helpers import Tally, metric, url
 

@@ -84,7 +84,7 @@ def test_wheel_installs_into_clean_venv_and_serves_health(tmp_path: Path) -> Non
         [
             str(py),
             "-c",
-            "from hotkeyd import contract as c; c.schema('notification-v1.json');"
+            "from hotkeyd.protocol import contract as c; c.schema('notification-v1.json');"
             " c.lua('sharded_take_all.lua'); print(c.spec_dir())",
         ],
         capture_output=True,

@@ -13,8 +13,8 @@ import redis
 
 from hotkeyd.conn.redis import client_from_url
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import Message
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Message
 
 IN_CI = bool(os.environ.get("CI"))
 

@@ -9,6 +9,7 @@ import pytest
 
 from hotkeyd.backoff import Backoff
 from hotkeyd.clock import ManualClock
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 from hotkeyd.publish import (
     HotSetState,
     MemoryPublisher,
@@ -18,7 +19,6 @@ from hotkeyd.publish import (
     default_instance_id,
     normalize_top,
 )
-from hotkeyd.wire import CoolEntry, HotEntry, Message
 
 
 def hot(key: bytes, rate: float = 100.0, db: int = 0) -> HotEntry:

@@ -13,9 +13,9 @@ from service.daemon import Daemon
 
 from hotkeyd.detector.config import Transition
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.publish.history import HistoryWriter, read_history
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 
 def tr(

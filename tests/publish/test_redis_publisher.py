@@ -13,9 +13,9 @@ import redis
 
 from hotkeyd.conn.redis import client_from_url
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message, Namespace
 from hotkeyd.publish import RedisPublisher
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import CoolEntry, HotEntry, Message, Namespace
 from tests.publish.conftest import Subscriber, sample, wait_until
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,9 @@ import redis
 from hotkeyd.conn.redis import check_redis, connect
 from hotkeyd.errors import PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import HotEntry, Namespace
 from hotkeyd.publish import RedisPublisher
 from hotkeyd.testing import RedisServer, free_port, wait_for_port
-from hotkeyd.wire import HotEntry, Namespace
 from tests.publish.conftest import IN_CI, Subscriber, sample, wait_until
 
 pytestmark = pytest.mark.integration

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from hotkeyd import contract
 from hotkeyd.clock import ManualClock
+from hotkeyd.protocol import contract
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 from hotkeyd.publish import MemoryPublisher
-from hotkeyd.wire import CoolEntry, HotEntry, Message
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "spec" / "schema"
 HAVE_JSONSCHEMA = importlib.util.find_spec("jsonschema") is not None

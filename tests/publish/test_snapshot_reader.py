@@ -9,9 +9,9 @@ import redis
 
 from hotkeyd.client.snapshots import fetch_snapshots, list_instances, merge_snapshots, read_merged
 from hotkeyd.clock import ManualClock
+from hotkeyd.protocol.wire import HotEntry, Message, Namespace
 from hotkeyd.publish import MemoryPublisher, RedisPublisher
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import HotEntry, Message, Namespace
 from tests.publish.conftest import wait_until
 
 

@@ -7,8 +7,8 @@ import json
 
 from hotkeyd.clock import ManualClock
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.wire import CoolEntry, HotEntry, Message
 from hotkeyd.publish import StdoutPublisher
-from hotkeyd.wire import CoolEntry, HotEntry, Message
 from tests.publish.conftest import sample
 
 BINARY = b'\x80\x81 not utf-8 "q"\n'

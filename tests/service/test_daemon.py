@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 
 from .daemon import Daemon, Listener
 

@@ -6,11 +6,11 @@ import json
 
 import redis
 
-from hotkeyd.demand import DemandEntry, DemandReport
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.demand import DemandEntry, DemandReport
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.sources.demand import DemandIntake
 from hotkeyd.testing import RedisServer, free_port
-from hotkeyd.wire import Namespace
 from tests.client.helpers import wait_until
 
 NS = Namespace("t")

@@ -20,9 +20,9 @@ from hotkeyd.client.reporter import partition_for
 from hotkeyd.client.sharded import ShardedCounter
 from hotkeyd.client.subscriber import SubscriberCore
 from hotkeyd.clock import ManualClock
-from hotkeyd.demand import DemandEntry
-from hotkeyd.keys import key_bytes
-from hotkeyd.wire import Message, Namespace, WireError, decode_key, encode_key
+from hotkeyd.protocol.demand import DemandEntry
+from hotkeyd.protocol.keys import key_bytes
+from hotkeyd.protocol.wire import Message, Namespace, WireError, decode_key, encode_key
 
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 
@@ -201,7 +201,7 @@ DEMAND = load("demand.json")
 
 def test_vectors_follow_the_schemas() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from hotkeyd import contract
+    from hotkeyd.protocol import contract
 
     notif = jsonschema.Draft202012Validator(contract.schema("notification-v1.json"))
     snap = jsonschema.Draft202012Validator(contract.schema("snapshot-v1.json"))
@@ -287,8 +287,8 @@ def test_base64_in_vectors_is_standard_padded() -> None:
 def test_demand_encode_vector(case: dict[str, Any]) -> None:
     """The Python client's demand encoder (one interval's reads -> one message per instance)."""
     from hotkeyd.client.demand import DemandCounter
-    from hotkeyd.demand import DemandEntry
-    from hotkeyd.wire import Namespace
+    from hotkeyd.protocol.demand import DemandEntry
+    from hotkeyd.protocol.wire import Namespace
 
     clock = ManualClock(epoch=case["ts"])
     counter = DemandCounter(

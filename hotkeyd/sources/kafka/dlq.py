@@ -15,8 +15,8 @@ from typing import Any
 
 from hotkeyd.clock import Clock
 from hotkeyd.conn.kafka import KafkaSettings, check_reachable, kafka_python
-from hotkeyd.formats import RecordLike
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.formats import RecordLike
 from hotkeyd.ratelog import RateLimitedLog
 
 __all__ = ["DeadLetters"]

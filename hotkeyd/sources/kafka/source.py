@@ -39,8 +39,8 @@ from hotkeyd.backoff import Backoff
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.kafka import KafkaSettings, check_reachable, kafka_python
-from hotkeyd.formats import RecordDecoder, RecordLike
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.formats import RecordDecoder, RecordLike
 from hotkeyd.ratelog import RateLimitedLog
 from hotkeyd.sources.kafka.dlq import DeadLetters
 from hotkeyd.sources.kafka.lag import LagProbe
