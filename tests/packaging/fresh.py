@@ -24,8 +24,8 @@ from typing import Any
 
 import redis
 
+from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.wire import Namespace
 from tests.client.loop_harness import Daemon, running
 from tests.interop.apps import _need as need
 
