@@ -123,6 +123,10 @@ dist-node:           ## the npm tarball (npm pack runs the prepare build)
 	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
 	  npm pack --silent --pack-destination $(DIST) >/dev/null
 
+dist-go:             ## the Go module as a GOPROXY tree (zip, .mod, .info): dist/goproxy
+	rm -rf $(DIST)/goproxy && mkdir -p $(DIST)
+	$(PY) ops/release/goproxy.py $(DIST)/goproxy >/dev/null
+
 # C files formatted with .clang-format (the bindings and the sketch core; add others here
 # and in .pre-commit-config.yaml once formatted).
 CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c \
