@@ -127,6 +127,16 @@ dist-go:             ## the Go module as a GOPROXY tree (zip, .mod, .info): dist
 	rm -rf $(DIST)/goproxy && mkdir -p $(DIST)
 	$(PY) ops/release/goproxy.py $(DIST)/goproxy >/dev/null
 
+# The jar, its sources and javadoc jars and the POM, in a Maven repository layout
+# (dist/maven), which a project can use as a repository (file://) as it will use Central.
+JAVA_REPO := $(DIST)/maven/io/hotkeyd/hotkeyd-client/$(VERSION)
+dist-java: java-deps  ## the Java client's jar, sources and javadoc jars and POM: dist/maven
+	rm -rf $(DIST)/maven && mkdir -p $(JAVA_REPO)
+	cd clients/java && mvn -q -B package -DskipTests
+	cp clients/java/target/hotkeyd-client-$(VERSION).jar clients/java/target/hotkeyd-client-$(VERSION)-sources.jar \
+	  clients/java/target/hotkeyd-client-$(VERSION)-javadoc.jar $(JAVA_REPO)/
+	cp clients/java/pom.xml $(JAVA_REPO)/hotkeyd-client-$(VERSION).pom
+
 # C files formatted with .clang-format (the bindings and the sketch core; add others here
 # and in .pre-commit-config.yaml once formatted).
 CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c \
