@@ -82,7 +82,7 @@ test-go:            ## the Go client (clients/go): vet, race-checked tests, the 
 	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s .
 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
-	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm test
+	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm test
 
 # Release artifacts, all in dist/ (docs/release.md). VERSION is the one release number:
 # setuptools reads it; package.json and pom.xml must carry the same (checked here and by

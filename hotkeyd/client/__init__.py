@@ -27,6 +27,7 @@ from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.sharded import PartialTakeError, ShardedCounter
 from hotkeyd.client.snapshots import read_snapshots
 from hotkeyd.client.subscriber import Subscriber, SubscriberStats
+from hotkeyd.errors import import_extra
 from hotkeyd.protocol.wire import Namespace
 
 if TYPE_CHECKING:
@@ -56,14 +57,5 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "ClientMetrics":
-        try:
-            from hotkeyd.client.metrics import ClientMetrics
-        except ModuleNotFoundError as exc:
-            if exc.name != "prometheus_client":
-                raise
-            raise ModuleNotFoundError(
-                "ClientMetrics needs prometheus-client: pip install 'hotkeyd[metrics]'",
-                name=exc.name,
-            ) from exc
-        return ClientMetrics
+        return import_extra("hotkeyd.client.metrics", name, "metrics")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

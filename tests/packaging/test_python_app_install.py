@@ -36,6 +36,15 @@ while time.monotonic() < deadline:
     value = cache.get(key)
     if key.encode() in cache.hotset and cache.stats.hits > 100:
         break
+# The idempotency guard is app-side too: its scripts run with the base install alone.
+from hotkeyd.idempotency import IdempotencyGuard, Outcome
+
+import redis
+
+guard = IdempotencyGuard(redis.Redis.from_url(url), namespace=Namespace(namespace))
+began = guard.begin("order-1", b"body")
+guard.complete(began.lease, b"ok")
+assert guard.begin("order-1", b"body").outcome is Outcome.DONE
 print(json.dumps({"hot": key.encode() in cache.hotset, "value": value, "local": cache.stats.hits}))
 cache.close()
 """
