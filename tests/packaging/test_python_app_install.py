@@ -91,4 +91,12 @@ def test_app_side_wheel_reads_a_hot_key_without_the_daemon_stack(tmp_path: Path)
         check=False,
     )
     assert metrics.returncode != 0 and "hotkeyd[metrics]" in metrics.stderr, metrics.stderr
+    # The Kafka Reporter is the kafka extra: constructing one says so.
+    kafka = subprocess.run(
+        [str(py), "-c", "from hotkeyd.conn.kafka import kafka_python; kafka_python()"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert kafka.returncode != 0 and "hotkeyd[kafka]" in kafka.stderr, kafka.stderr
     assert sys.executable != str(py)
