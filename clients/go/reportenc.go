@@ -7,9 +7,6 @@ import (
 	"unicode/utf8"
 )
 
-// MaxReportCount caps one key's count in one reporter message (the daemon's limit).
-const MaxReportCount = 1<<32 - 1
-
 // linesSafe: keys with TAB, CR, LF, empty keys and keys starting with '{' travel as JSON.
 func linesSafe(k string) bool {
 	if k == "" || k[0] == '{' {

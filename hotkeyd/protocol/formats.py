@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from hotkeyd.batch import Batch
+from hotkeyd.protocol import limits
 
 __all__ = [
     "MAX_COUNT",
@@ -42,7 +43,7 @@ __all__ = [
     "lines_safe",
 ]
 
-MAX_COUNT = (1 << 32) - 1
+MAX_COUNT = limits.COUNT_MAX
 """Largest count one entry may carry; larger ones are rejected as ``bad_count``."""
 
 BUCKET_MS = 100

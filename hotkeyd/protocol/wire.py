@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hotkeyd.errors import HotkeydError
+from hotkeyd.protocol import limits
 
 __all__ = [
     "INSTANCE_MAX_AGE",
@@ -52,14 +53,14 @@ __all__ = [
 ]
 
 WIRE_VERSION = 1
-MAX_SEQ = (1 << 63) - 1
+MAX_SEQ = limits.SEQ_MAX
 """Largest ``seq`` (a signed 64-bit integer, so every language can hold it)."""
-MAX_TTL_MS = 86_400_000
+MAX_TTL_MS = limits.TTL_MS_MAX
 """Largest ``ttl_ms`` on the wire (a day, the rules' cap); clients cap lower (``max_ttl``)."""
-_MAX_NAME = 256  # instance and rule names
+_MAX_NAME = limits.NAME_CHARS_MAX  # instance and rule names
 _KINDS = (None, "read", "write", "mixed")
 
-INSTANCE_MAX_AGE = 30.0
+INSTANCE_MAX_AGE = float(limits.INSTANCE_MAX_AGE_S)
 """Seconds after its last heartbeat an instance counts as gone: readers skip it and the
 daemons' heartbeats prune it from ``{<prefix>}:instances``."""
 
@@ -156,7 +157,7 @@ class HotEntry:
             rule=_name(obj, "rule"),
             ttl_ms=_int(obj, "ttl_ms", 0, MAX_TTL_MS),
             since=_num(obj, "since", 0.0),
-            db=_int(obj, "db", 0, (1 << 31) - 1, 0),
+            db=_int(obj, "db", 0, limits.DB_MAX, 0),
             kind=kind,
             as_of=None if obj.get("as_of") is None else _num(obj, "as_of"),
             lag_ms=None if obj.get("lag_ms") is None else _int(obj, "lag_ms", 0, 1 << 53),
@@ -186,7 +187,7 @@ class CoolEntry:
         return cls(
             key=decode_key(obj),
             rule=_name(obj, "rule", ""),
-            db=_int(obj, "db", 0, (1 << 31) - 1, 0),
+            db=_int(obj, "db", 0, limits.DB_MAX, 0),
         )
 
 

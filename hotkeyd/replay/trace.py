@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from hotkeyd.batch import Batch
+from hotkeyd.protocol.limits import COUNT_MAX
 
 __all__ = ["IMPLEMENTATION", "TraceStats", "read_trace", "split_ticks"]
 
@@ -193,7 +194,7 @@ def _json_event(line: bytes, ts_field: str) -> tuple[float, bytes, int, int] | N
         return None
     if not isinstance(key, str) or not key:
         return None
-    if type(n) is not int or not 0 < n <= 0xFFFFFFFF or type(db) is not int or db < 0:
+    if type(n) is not int or not 0 < n <= COUNT_MAX or type(db) is not int or db < 0:
         return None
     if doc.get("enc") == "base64":
         try:

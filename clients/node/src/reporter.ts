@@ -9,8 +9,9 @@ import type { Kafka, KafkaConfig, Producer } from "kafkajs";
 import { isUtf8 } from "node:buffer";
 import { keyBytes } from "./keys.js";
 import { partitionFor } from "./murmur3.js";
+import { limit } from "./limits.js";
 
-export const MAX_REPORT_COUNT = 2 ** 32 - 1;
+export const MAX_REPORT_COUNT = limit("count_max");
 
 export interface ReporterOptions {
   brokers: string[];
