@@ -37,7 +37,17 @@ from hotkeyd.errors import (
     UnreachableError,
 )
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hotkeyd")  # built from VERSION at the repository root
+    except PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     "ClientError",

@@ -10,8 +10,18 @@ operator's views).
 from __future__ import annotations
 
 import sys
+from importlib.util import find_spec
 
-from hotkeyd.daemon.signals import install_early, take_early
+# The app-side install (`pip install hotkeyd`) has the client only; the commands need the
+# daemon extra. One line says so, instead of a traceback from the first missing import.
+_MISSING = [m for m in ("click", "prometheus_client") if find_spec(m) is None]
+if _MISSING:
+    raise SystemExit(
+        f"hotkeyd: the command-line tools need the daemon extra ({', '.join(_MISSING)} "
+        "not installed): pip install 'hotkeyd[daemon]'"
+    )
+
+from hotkeyd.daemon.signals import install_early, take_early  # noqa: E402
 
 install_early(sys.argv)  # before the imports below: see hotkeyd.daemon.signals
 

@@ -27,9 +27,16 @@ from hotkeyd.testing.daemon import DaemonProcess, run_daemon
 from hotkeyd.testing.fakes import ExactSketch, ListSource
 from hotkeyd.testing.kafka import KafkaBroker, tansu_binary
 from hotkeyd.testing.postgres import PostgresServer, postgres_bindir
-from hotkeyd.testing.redis import RedisClusterServers, RedisServer, paced_get_load, server_binary
+from hotkeyd.testing.redis import (
+    FLAVORS,
+    RedisClusterServers,
+    RedisServer,
+    paced_get_load,
+    server_binary,
+)
 
 __all__ = [
+    "FLAVORS",
     "DaemonProcess",
     "ExactSketch",
     "KafkaBroker",

@@ -104,3 +104,7 @@ def test_make_run_reaches_the_demo(clone: Path) -> None:
         proc.wait(30)
         proc.stdout.close()
     assert any("events=" in line for line in seen), "".join(seen[-30:])
+    # A quiet first run: no packaging warnings before the demo (setuptools' license
+    # deprecation once printed ~45 lines here).
+    noisy = [ln for ln in seen if "eprecat" in ln or "Warning" in ln]
+    assert not noisy, "".join(noisy[:10])
