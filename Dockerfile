@@ -8,20 +8,20 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml setup.py README.md VERSION LICENSE ./
 COPY native ./native
 COPY hotkeyd ./hotkeyd
 COPY spec ./spec
 ENV HOTKEYD_REQUIRE_NATIVE=1
-RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
- && pip install --no-cache-dir --no-index --find-links /wheels /wheels/hotkeyd-*.whl \
+RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[daemon]' \
+ && pip install --no-cache-dir --no-index --find-links /wheels "$(ls /wheels/hotkeyd-*.whl)[daemon]" \
  && python -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor"
 
 FROM python:3.11-slim-bookworm
 RUN groupadd --system --gid 10001 hotkeyd \
  && useradd --system --uid 10001 --gid hotkeyd --no-create-home --shell /usr/sbin/nologin hotkeyd
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels /wheels/hotkeyd-*.whl \
+RUN pip install --no-cache-dir --no-index --find-links /wheels "$(ls /wheels/hotkeyd-*.whl)[daemon]" \
  && rm -rf /wheels
 USER 10001:10001
 # Inside a container the endpoint must listen beyond loopback to be scraped; the

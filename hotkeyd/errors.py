@@ -33,6 +33,9 @@ Type errors stay plain :class:`TypeError`, as Python convention expects.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __all__ = [
     "ClientError",
     "ConfigError",
@@ -95,3 +98,19 @@ class UnreachableError(HotkeydError, ConnectionError):
 
 class ClientError(HotkeydError):
     """The client SDK failed or was misused."""
+
+
+# The app-side install (`pip install hotkeyd`) has redis and mmh3 only: a name whose module
+# needs an extra (prometheus-client: `hotkeyd[metrics]`) is imported on first use, through
+# a package's PEP 562 ``__getattr__``, and a missing extra is one error naming it.
+def import_extra(module: str, name: str, extra: str) -> Any:
+    """``from module import name``, or a ModuleNotFoundError that says which extra to add."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.startswith("hotkeyd"):
+            raise
+        raise ModuleNotFoundError(
+            f"{name} needs {exc.name}: pip install 'hotkeyd[{extra}]'", name=exc.name
+        ) from exc
+    return getattr(mod, name)

@@ -1,9 +1,13 @@
 """Prometheus metrics for every hotkeyd subsystem.
 
 Every metric lives on an explicit registry handed to :class:`Metrics`, so tests make
-a fresh ``CollectorRegistry()`` each and nothing is global. Values that are derived or
-expensive to keep current (sketch memory, hot-set size) are read at scrape time by a
-custom collector from callbacks the service registers (:meth:`Metrics.add_gauge_callback`).
+a fresh ``CollectorRegistry()`` each and nothing is global. Most gauges are set where
+their value changes: the hot-set size (``hotkeyd_detector_hot_keys``) is set by the
+detector on every tick, which already knows it for free. A value that is expensive to
+keep current is read at scrape time instead, by a custom collector from callbacks the
+service registers (:meth:`Metrics.add_gauge_callback`); today that is one gauge:
+
+Scrape-time gauges: ``hotkeyd_sketch_memory_bytes``.
 
 Names follow ``hotkeyd_<subsystem>_<what>_<unit>``; counters end in ``_total``.
 """

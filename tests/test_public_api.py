@@ -95,10 +95,10 @@ def test_dead_code_stays_gone() -> None:
     import hotkeyd.console.demo as demo
     from hotkeyd.batch import Batch
     from hotkeyd.client.hotset import HotSet as ClientHotSet
-    from hotkeyd.detector.state import HotSet as DetectorHotSet
+    from hotkeyd.detector.state import HotCoolStates
 
     assert not hasattr(demo, "_message_printer")
-    assert not hasattr(DetectorHotSet, "remove_all")
+    assert not hasattr(HotCoolStates, "remove_all")
     assert not hasattr(ClientHotSet, "forget_instance")
     assert "meta" not in Batch.__slots__  # no dict allocated per batch
 
@@ -118,3 +118,14 @@ def test_the_runtime_needs_no_numpy() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_detector_and_the_client_name_their_hot_sets_apart() -> None:
+    """Two classes called HotSet (the detector's state machine, the app's view) were one
+    grep away from being confused: one name each."""
+    import hotkeyd.client.hotset
+    import hotkeyd.detector.state
+
+    assert hotkeyd.client.hotset.HotSet.__name__ == "HotSet"
+    assert hotkeyd.detector.state.HotCoolStates.__name__ == "HotCoolStates"
+    assert not hasattr(hotkeyd.detector.state, "HotSet")

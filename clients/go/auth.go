@@ -18,9 +18,6 @@ import (
 // AuthEnvVar holds one shared key for MessageAuthFromEnv.
 const AuthEnvVar = "HOTKEYD_AUTH_KEY"
 
-// MinAuthKeyBytes is the shortest key accepted.
-const MinAuthKeyBytes = 16
-
 var sigHead = []byte(`,"sig":"`)
 
 const sigSuffixLen = 8 + 64 + 2 // ,"sig":"<64 hex>"}

@@ -7,15 +7,6 @@ import (
 	"time"
 )
 
-// MaxDemandEntries bounds one demand report; the heaviest keys are kept.
-const MaxDemandEntries = 1000
-
-const maxDemandCount = 1<<32 - 1
-
-// MaxDemandBytes bounds one demand report's size: receivers drop a larger one whole, so
-// with long keys the lightest entries are left out (halving) until it fits.
-const MaxDemandBytes = 1 << 20
-
 // DemandStats count what the demand reporter sent and lost.
 type DemandStats struct {
 	Reports, Entries, Dropped, SendErrors int64
@@ -38,7 +29,7 @@ type demandReporter struct {
 
 func newDemandReporter(publish func(context.Context, string, []byte) error, ns Namespace, hot *HotSet, app string, interval time.Duration) *demandReporter {
 	if interval <= 0 {
-		interval = 250 * time.Millisecond
+		interval = minReportInterval
 	}
 	return &demandReporter{app: app, interval: interval, ns: ns, hot: hot,
 		publish: publish, stop: make(chan struct{}), done: make(chan struct{})}
@@ -162,8 +153,8 @@ func EncodeDemand(app string, seq int64, ts float64, interval time.Duration, ite
 		payload = encodeDemandEntries(app, seq, ts, interval, items)
 	}
 	for _, it := range items {
-		if it.N > maxDemandCount {
-			dropped += it.N - maxDemandCount
+		if it.N > MaxReportCount {
+			dropped += it.N - MaxReportCount
 		}
 	}
 	return payload, len(items), dropped
@@ -176,7 +167,7 @@ func encodeDemandEntries(app string, seq int64, ts float64, interval time.Durati
 		if it.Key.DB != 0 {
 			e["db"] = it.Key.DB
 		}
-		e["n"] = min(it.N, maxDemandCount)
+		e["n"] = min(it.N, MaxReportCount)
 		entries[i] = e
 	}
 	return marshal(map[string]any{

@@ -89,22 +89,22 @@ func NewHotSet(o HotSetOptions) *HotSet {
 		o.Clock = SystemClock()
 	}
 	if o.MaxKeys <= 0 {
-		o.MaxKeys = 100_000
+		o.MaxKeys = maxHotKeys
 	}
 	if o.MaxInstances <= 0 {
-		o.MaxInstances = 10_000
+		o.MaxInstances = maxInstances
 	}
 	if o.ForgetIdle <= 0 {
-		o.ForgetIdle = 5 * time.Minute
+		o.ForgetIdle = forgetIdle
 	}
 	if o.MaxTTL <= 0 {
-		o.MaxTTL = 60 * time.Second
+		o.MaxTTL = maxTTL
 	}
 	if o.MaxKeysPerInstance <= 0 {
-		o.MaxKeysPerInstance = 10_000
+		o.MaxKeysPerInstance = maxKeysPerInstance
 	}
 	if o.MaxSeqJump <= 0 {
-		o.MaxSeqJump = 1000
+		o.MaxSeqJump = maxSeqJump
 	}
 	return &HotSet{o: o, items: map[Key]*HotItem{}, instances: map[string]*instanceState{}, scannedAt: -1e9}
 }

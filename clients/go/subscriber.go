@@ -68,6 +68,7 @@ type SubscriberOptions struct {
 type Subscriber struct {
 	o      SubscriberOptions
 	hot    *HotSet
+	snaps  snapshotStore
 	stats  SubscriberStats
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -83,19 +84,19 @@ func NewSubscriber(o SubscriberOptions) *Subscriber {
 		o.SnapshotClient = o.Client
 	}
 	if o.StaleAfter <= 0 {
-		o.StaleAfter = 30 * time.Second
+		o.StaleAfter = staleAfter
 	}
 	if o.ResyncEvery <= 0 {
 		o.ResyncEvery = 60 * time.Second
 	}
 	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = 4 << 20
+		o.MaxMessageBytes = maxMessageBytes
 	}
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = 5 * time.Second
 	}
 	if o.MaxClockSkew <= 0 {
-		o.MaxClockSkew = 300 * time.Second
+		o.MaxClockSkew = maxClockSkew
 	}
 	if o.Now == nil {
 		o.Now = func() float64 { return float64(time.Now().UnixNano()) / 1e9 }
@@ -103,7 +104,8 @@ func NewSubscriber(o SubscriberOptions) *Subscriber {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Subscriber{o: o, hot: NewHotSet(o.HotSet), done: make(chan struct{}), ready: make(chan struct{})}
+	return &Subscriber{o: o, hot: NewHotSet(o.HotSet), snaps: redisSnapshots{o.SnapshotClient, o.Namespace},
+		done: make(chan struct{}), ready: make(chan struct{})}
 }
 
 // HotSet is the subscriber's live hot set.
@@ -420,7 +422,9 @@ type timeoutError struct{}
 func (timeoutError) Error() string { return "receive timeout" }
 func (timeoutError) Timeout() bool { return true }
 
-// handle applies one channel message; content problems are counted, never returned.
+// handle applies one message of the events channel: what a live subscription does with
+// each one (the conformance vectors drive it too). Content problems are counted, never
+// returned; the error is the snapshot store's.
 func (s *Subscriber) handle(ctx context.Context, payload []byte) error {
 	msg, ok := s.Parse(payload)
 	if !ok {
@@ -483,12 +487,8 @@ func (s *Subscriber) bootstrap(ctx context.Context, instances []string) error {
 // readSnapshots reads the snapshots with one GET each (snapshot keys may live in
 // different cluster slots); a bad snapshot is skipped and counted.
 func (s *Subscriber) readSnapshots(ctx context.Context, instances []string) ([]Message, error) {
-	rc := s.o.SnapshotClient
 	if instances == nil {
-		min := s.o.Now() - s.o.StaleAfter.Seconds()
-		ids, err := rc.ZRangeByScore(ctx, s.o.Namespace.Instances(), &redis.ZRangeBy{
-			Min: strconv.FormatFloat(min, 'f', 3, 64), Max: "+inf",
-		}).Result()
+		ids, err := s.snaps.live(ctx, s.o.Now()-s.o.StaleAfter.Seconds())
 		if err != nil {
 			return nil, err
 		}
@@ -497,12 +497,12 @@ func (s *Subscriber) readSnapshots(ctx context.Context, instances []string) ([]M
 	atomic.AddInt64(&s.stats.Resyncs, 1)
 	var out []Message
 	for _, inst := range instances {
-		raw, err := rc.Get(ctx, s.o.Namespace.Snapshot(inst)).Bytes()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
+		raw, found, err := s.snaps.get(ctx, inst)
 		if err != nil {
 			return nil, err
+		}
+		if !found {
+			continue
 		}
 		if s.o.Auth != nil {
 			body, ok := s.o.Auth.Verify(raw)
@@ -523,4 +523,32 @@ func (s *Subscriber) readSnapshots(ctx context.Context, instances []string) ([]M
 		out = append(out, msg)
 	}
 	return out, nil
+}
+
+// snapshotStore is where the subscriber reads the daemons' snapshots: Redis (a map in the
+// conformance runner, which otherwise drives the subscriber exactly as a live one runs).
+type snapshotStore interface {
+	// live lists the instances whose heartbeat is at or after since (unix s).
+	live(ctx context.Context, since float64) ([]string, error)
+	// get returns the raw snapshot of instance; found is false when there is none.
+	get(ctx context.Context, instance string) (raw []byte, found bool, err error)
+}
+
+type redisSnapshots struct {
+	rc redis.UniversalClient
+	ns Namespace
+}
+
+func (r redisSnapshots) live(ctx context.Context, since float64) ([]string, error) {
+	return r.rc.ZRangeByScore(ctx, r.ns.Instances(), &redis.ZRangeBy{
+		Min: strconv.FormatFloat(since, 'f', 3, 64), Max: "+inf",
+	}).Result()
+}
+
+func (r redisSnapshots) get(ctx context.Context, instance string) ([]byte, bool, error) {
+	raw, err := r.rc.Get(ctx, r.ns.Snapshot(instance)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	return raw, err == nil, err
 }

@@ -119,15 +119,6 @@ func DecodeKey(key string, enc string) ([]byte, error) {
 	return nil, wireErr("unknown key encoding %q", enc)
 }
 
-// Limits of the wire format (docs/wire-format.md, "Untrusted input").
-const (
-	MaxSeq     = 1<<63 - 1
-	MaxTTLms   = 86_400_000
-	maxName    = 256
-	maxDB      = 1<<31 - 1
-	MaxEntries = 10_000 // entries per message; more are left out and counted
-)
-
 // DecodeMessage parses and validates a notification or a snapshot. Whatever the bytes,
 // it returns a message or an error wrapping ErrWire, never panics. The envelope must be
 // valid; a bad entry is left out and counted in skipped, as are entries beyond

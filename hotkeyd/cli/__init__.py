@@ -10,8 +10,18 @@ operator's views).
 from __future__ import annotations
 
 import sys
+from importlib.util import find_spec
 
-from hotkeyd.daemon.signals import install_early, take_early
+# The app-side install (`pip install hotkeyd`) has the client only; the commands need the
+# daemon extra. One line says so, instead of a traceback from the first missing import.
+_MISSING = [m for m in ("click", "prometheus_client") if find_spec(m) is None]
+if _MISSING:
+    raise SystemExit(
+        f"hotkeyd: the command-line tools need the daemon extra ({', '.join(_MISSING)} "
+        "not installed): pip install 'hotkeyd[daemon]'"
+    )
+
+from hotkeyd.daemon.signals import install_early, take_early  # noqa: E402
 
 install_early(sys.argv)  # before the imports below: see hotkeyd.daemon.signals
 
@@ -23,7 +33,13 @@ from typing import Any  # noqa: E402
 import click  # noqa: E402
 
 from hotkeyd import __version__  # noqa: E402
-from hotkeyd.cli.common import config_option, exit_with, redis_options, settings_options  # noqa: E402
+from hotkeyd.cli.common import (  # noqa: E402
+    config_option,
+    exit_with,
+    redis_options,
+    setting_option,
+    settings_options,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -116,12 +132,7 @@ def top(
 
 @cli.command()
 @redis_options
-@click.option(
-    "--channel",
-    envvar="HOTKEYD_CHANNEL",
-    default=None,
-    help="Events channel [default: <namespace>:events].",
-)
+@setting_option("channel")
 @click.option(
     "--json", "as_json", is_flag=True, help="Print each message as received (one JSON per line)."
 )
@@ -131,12 +142,7 @@ def top(
     type=click.IntRange(min=0),
     help="Exit after this many messages (0 = forever).",
 )
-@click.option(
-    "--sharded-pubsub",
-    is_flag=True,
-    envvar="HOTKEYD_SHARDED_PUBSUB",
-    help="SSUBSCRIBE: the daemon runs with --sharded-pubsub.",
-)
+@setting_option("sharded_pubsub", help="SSUBSCRIBE: the daemon runs with --sharded-pubsub.")
 def watch(
     redis_url: str,
     namespace: str,
@@ -187,19 +193,8 @@ def watch(
     is_flag=True,
     help="Also fail when the daemon runs degraded (Redis or a source unreachable).",
 )
-@click.option(
-    "--redis-url",
-    envvar="HOTKEYD_REDIS_URL",
-    default=None,
-    help="Instead, check that a daemon heartbeat is fresh in this Redis.",
-)
-@click.option(
-    "--namespace",
-    envvar="HOTKEYD_NAMESPACE",
-    default="hotkeyd",
-    show_default=True,
-    help="Prefix of every Redis name (with --redis-url).",
-)
+@setting_option("redis_url", help="Instead, check that a daemon heartbeat is fresh in this Redis.")
+@setting_option("namespace", help="Prefix of every Redis name (with --redis-url).")
 @click.option(
     "--max-age",
     default=5.0,

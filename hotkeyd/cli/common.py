@@ -21,10 +21,10 @@ from hotkeyd.errors import ConfigError, HotkeydError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["config_option", "exit_with", "redis_options", "settings_options"]
+__all__ = ["config_option", "exit_with", "redis_options", "setting_option", "settings_options"]
 
 
-def _option_for(f: dataclasses.Field[Any]) -> Callable[[F], F]:
+def _option_for(f: dataclasses.Field[Any], **overrides: Any) -> Callable[[F], F]:
     meta = f.metadata
     flag = "--" + f.name.replace("_", "-")
     decls = [*(meta.get("flags") or (flag,)), f.name]
@@ -43,7 +43,23 @@ def _option_for(f: dataclasses.Field[Any]) -> Callable[[F], F]:
         kw["type"] = type(f.default)
     if meta.get("multiple"):
         kw["multiple"] = True
+    kw.update(overrides)
+    if "default" in overrides:
+        kw["show_default"] = overrides["default"] is not None
     return click.option(*decls, **kw)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def setting_option(name: str, **overrides: Any) -> Callable[[F], F]:
+    """The option of :class:`Settings` field ``name``, declared as ``run`` declares it
+    (flags, env var, type, help), for another command that takes the same setting.
+
+    ``overrides`` are the click arguments that differ on purpose in that command (e.g.
+    a reading command's ``default`` Redis URL, or a ``help`` saying what it is for there).
+    """
+    return _option_for(_FIELDS[name], **overrides)
 
 
 def settings_options(fn: F) -> F:
@@ -119,17 +135,8 @@ def exit_with(fn: Callable[[], int | None]) -> None:
 
 
 def redis_options(fn: F) -> F:
-    fn = click.option(
-        "--namespace",
-        envvar="HOTKEYD_NAMESPACE",
-        default="hotkeyd",
-        show_default=True,
-        help="Prefix of every Redis name.",
-    )(fn)
-    return click.option(
-        "--redis-url",
-        envvar="HOTKEYD_REDIS_URL",
-        default="redis://127.0.0.1:6379/0",
-        show_default=True,
-        help="Redis the daemon publishes to.",
+    """``--redis-url`` and ``--namespace`` of the commands that read what a daemon wrote."""
+    fn = setting_option("namespace")(fn)
+    return setting_option(
+        "redis_url", default="redis://127.0.0.1:6379/0", help="Redis the daemon publishes to."
     )(fn)

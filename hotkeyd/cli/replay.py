@@ -7,7 +7,7 @@ import time
 
 import click
 
-from hotkeyd.cli.common import exit_with
+from hotkeyd.cli.common import exit_with, setting_option
 from hotkeyd.detector.config import DetectorConfig
 
 
@@ -19,9 +19,9 @@ from hotkeyd.detector.config import DetectorConfig
     "--from-offset", type=click.IntRange(min=0), default=None, help="Kafka: first offset."
 )
 @click.option("--to-offset", type=click.IntRange(min=0), default=None, help="Kafka: stop offset.")
-@click.option("--rules", default=None, help="Rules TOML file (the daemon's).")
-@click.option("--window", type=float, default=DetectorConfig.window, show_default=True)
-@click.option("--tick", type=float, default=DetectorConfig.tick, show_default=True)
+@setting_option("rules", help="Rules TOML file (the daemon's).")
+@setting_option("window")
+@setting_option("tick")
 @click.option("--ts-field", default="ts", show_default=True, help="JSON lines: timestamp field.")
 @click.option("--json", "as_json", is_flag=True, help="The timeline and counts as one JSON object.")
 def replay(

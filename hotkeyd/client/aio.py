@@ -23,6 +23,7 @@ from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import AnyAsyncRedis, AsyncRedisCluster, dedicated_client
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
 from hotkeyd.errors import ClientError, HotkeydError, UnreachableError
+from hotkeyd.protocol import limits
 from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.wire import Message, Namespace
 
@@ -47,7 +48,7 @@ class AsyncSubscriber(SubscriberCore):
         *,
         namespace: Namespace | None = None,
         clock: Clock | None = None,
-        stale_after: float = 30.0,
+        stale_after: float = float(limits.INSTANCE_MAX_AGE_S),
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
@@ -198,6 +199,15 @@ class AsyncSubscriber(SubscriberCore):
             if pending and time.monotonic() > deadline:
                 raise redis.ConnectionError(f"no subscribe confirmation for {sorted(pending)}")
 
+    async def on_message(self, data: Any) -> None:
+        """Handle one message of the events channel, as the subscription does with each:
+        parse it, apply it, and on a sequence gap read its instance's snapshot from Redis,
+        apply that, then the message. Bad input is counted and logged, never raised.
+        """
+        msg = self.parse(data)
+        if msg is not None and self.on_event(msg):
+            self.after_resync(msg, await self.resync(msg.instance))
+
     async def _bootstrap(self) -> None:
         self.on_subscribed()
         self.apply_snapshots(await self.resync())
@@ -219,9 +229,7 @@ class AsyncSubscriber(SubscriberCore):
                 ch = ch.decode("utf-8", "replace") if isinstance(ch, bytes) else ch
                 if m["type"] == self.message_type:
                     if ch == events:
-                        msg = self.parse(m["data"])
-                        if msg is not None and self.on_event(msg):
-                            self.after_resync(msg, await self.resync(msg.instance))
+                        await self.on_message(m["data"])
                     else:
                         self.on_invalidation(m["data"])
                 elif m["type"] == self.subscribe_type and ch in self.channels:

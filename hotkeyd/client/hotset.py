@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hotkeyd.clock import Clock, SystemClock
+from hotkeyd.protocol import limits
 from hotkeyd.protocol.wire import HotEntry, Message
 
 __all__ = ["ApplyResult", "HotItem", "HotSet", "Ident", "hot_lookup", "ident"]
@@ -133,12 +134,12 @@ class HotSet:
         self,
         clock: Clock | None = None,
         *,
-        max_keys: int = 100_000,
-        max_instances: int = 10_000,
-        forget_idle: float = 300.0,
-        max_ttl: float = 60.0,
-        max_keys_per_instance: int = 10_000,
-        max_seq_jump: int = 1_000,
+        max_keys: int = limits.HOTSET_KEYS_MAX,
+        max_instances: int = limits.HOTSET_INSTANCES_MAX,
+        forget_idle: float = float(limits.HOTSET_FORGET_IDLE_S),
+        max_ttl: float = limits.HOTSET_TTL_MS_MAX / 1000,
+        max_keys_per_instance: int = limits.HOTSET_KEYS_PER_INSTANCE_MAX,
+        max_seq_jump: int = limits.SEQ_JUMP_MAX,
         on_hot: OnHot | None = None,
         on_cool: OnCool | None = None,
     ) -> None:

@@ -42,6 +42,7 @@ from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.conn.cluster import AnyRedis, dedicated_client
 from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error
 from hotkeyd.errors import ClientError, HotkeydError, UnreachableError
+from hotkeyd.protocol import limits
 from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.wire import Message, Namespace, WireError
 from hotkeyd.ratelog import RateLimitedLog
@@ -95,14 +96,14 @@ class SubscriberCore:
         *,
         namespace: Namespace | None = None,
         clock: Clock | None = None,
-        stale_after: float = 30.0,
+        stale_after: float = float(limits.INSTANCE_MAX_AGE_S),
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
         health_interval: float | None = 5.0,
-        max_message_bytes: int = 4 << 20,
-        max_entries: int = 10_000,
-        max_clock_skew: float = 300.0,
+        max_message_bytes: int = limits.MESSAGE_BYTES_MAX,
+        max_entries: int = limits.MESSAGE_ENTRIES_MAX,
+        max_clock_skew: float = float(limits.CLOCK_SKEW_S_MAX),
         auth: MessageAuth | None = None,
     ) -> None:
         if clock is None:
@@ -325,7 +326,7 @@ class Subscriber(SubscriberCore):
         *,
         namespace: Namespace | None = None,
         clock: Clock | None = None,
-        stale_after: float = 30.0,
+        stale_after: float = float(limits.INSTANCE_MAX_AGE_S),
         backoff: tuple[float, float] = (0.05, 5.0),
         expire_interval: float = 0.05,
         resync_interval: float | None = 60.0,
@@ -512,7 +513,7 @@ class Subscriber(SubscriberCore):
                 kind = m["type"]
                 if kind == self.message_type:
                     if _text(m["channel"]) == events:
-                        self._on_data(m["data"])
+                        self.on_message(m["data"])
                     else:
                         self.on_invalidation(m["data"])
                 elif kind == self.subscribe_type and _text(m["channel"]) in self.channels:
@@ -527,7 +528,11 @@ class Subscriber(SubscriberCore):
                 self.apply_snapshots(self.resync())
                 next_resync = now + self.resync_interval
 
-    def _on_data(self, data: Any) -> None:
+    def on_message(self, data: Any) -> None:
+        """Handle one message of the events channel, as the subscription does with each:
+        parse it, apply it, and on a sequence gap read its instance's snapshot from Redis,
+        apply that, then the message. Bad input is counted and logged, never raised.
+        """
         msg = self.parse(data)
         if msg is not None and self.on_event(msg):
             self.after_resync(msg, self.resync(msg.instance))

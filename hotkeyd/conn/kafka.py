@@ -253,8 +253,17 @@ def kafka_python() -> ModuleType:
         warnings.filterwarnings(
             "ignore", message="(read|open)_text is deprecated", category=DeprecationWarning
         )
-        import kafka
-        import kafka.structs
+        try:
+            import kafka
+            import kafka.structs
+        except ModuleNotFoundError as exc:
+            if exc.name != "kafka":
+                raise
+            raise ModuleNotFoundError(
+                "Kafka needs kafka-python: pip install 'hotkeyd[kafka]' (an app's Reporter) "
+                "or 'hotkeyd[daemon]'",
+                name=exc.name,
+            ) from exc
 
     return kafka
 

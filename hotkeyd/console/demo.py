@@ -368,4 +368,16 @@ def _summary_text(s: DemoSummary) -> str:
             f"  served locally     {s.local_share:.0%} of the hot key's demand while hot "
             "(the app's cache; its demand reports kept the key hot)"
         )
+    rows += ["", *NEXT_STEPS]
     return "\n".join(rows)
+
+
+# What to try after the demo (the last lines `make run` prints).
+NEXT_STEPS = (
+    "try next",
+    "  . .venv/bin/activate                                  # hotkeyd on PATH (from a clone)",
+    "  hotkeyd run -s redis-monitor://127.0.0.1:6379 --redis-url redis://127.0.0.1:6379/0"
+    "   # your Redis",
+    "  hotkeyd top --redis-url redis://127.0.0.1:6379/0 --watch   # what is hot, live",
+    "  make -C examples/flash_sale run                       # a service with HotCache",
+)

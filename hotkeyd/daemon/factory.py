@@ -1,12 +1,16 @@
-"""Turn ``--source`` URLs into source objects.
+"""Build every part of the daemon from its settings: sources, publisher, history
+writer, demand intake. :class:`~hotkeyd.daemon.service.Service` only wires them (and
+takes ready-made ones instead, for tests and embedding).
 
-``-`` is stdin; a path or ``file:///path`` is a file; ``kafka://host:port/topics?...``
+Sources: ``-`` is stdin; a path or ``file:///path`` is a file; ``kafka://host:port/topics?...``
 is a Kafka consumer group; ``redis-monitor://host:port`` (repeatable) taps Redis with
 MONITOR. All MONITOR URLs share one tap source so they share one queue and one scale.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from hotkeyd.clock import Clock
@@ -14,10 +18,83 @@ from hotkeyd.conn.urls import redact_url
 from hotkeyd.daemon.config import Settings
 from hotkeyd.errors import ConfigError
 from hotkeyd.metrics import Metrics
+from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.wire import Namespace
+from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher
 from hotkeyd.sources.base import Source
+from hotkeyd.sources.demand import DemandIntake
 from hotkeyd.sources.stream import StreamSource
 
-__all__ = ["make_sources"]
+__all__ = ["make_demand_intake", "make_history", "make_namespace", "make_publisher", "make_sources"]
+
+
+def make_namespace(settings: Settings) -> Namespace:
+    """The deployment's Redis names (prefix, events channel, sharded pub/sub)."""
+    return Namespace(
+        prefix=settings.namespace,
+        channel_override=settings.channel,
+        sharded=settings.sharded_pubsub,
+    )
+
+
+def make_publisher(
+    settings: Settings,
+    *,
+    namespace: Namespace,
+    instance: str,
+    metrics: Metrics,
+    clock: Clock,
+    stdout: IO[str] | None = None,
+) -> Publisher:
+    """Redis pub/sub + snapshot with ``redis_url`` (signed with a key file or
+    ``HOTKEYD_AUTH_KEY`` when given), else JSON lines on ``stdout``."""
+    if not settings.redis_url:
+        return StdoutPublisher(
+            stdout or sys.stdout, instance=instance, clock=clock, metrics=metrics
+        )
+    return RedisPublisher(
+        settings.redis_url,
+        namespace=namespace,
+        instance=instance,
+        clock=clock,
+        metrics=metrics,
+        heartbeat=settings.heartbeat,
+        auth=(
+            MessageAuth.from_file(settings.auth_key_file)
+            if settings.auth_key_file
+            else MessageAuth.from_env()
+        ),
+    )
+
+
+def make_demand_intake(
+    settings: Settings, *, namespace: Namespace, instance: str, metrics: Metrics, clock: Clock
+) -> DemandIntake | None:
+    """Reads app caches served locally (demand reports): only where apps can send them."""
+    if not (settings.redis_url and settings.demand_reports):
+        return None
+    return DemandIntake(settings.redis_url, namespace, instance, metrics=metrics, clock=clock)
+
+
+def make_history(
+    settings: Settings, *, namespace: Namespace, instance: str, metrics: Metrics, clock: Clock
+) -> Any:
+    """The history stream writer (with a Redis URL and ``history`` on), else None."""
+    if not (settings.redis_url and settings.history):
+        return None
+    from hotkeyd.conn.redis import client_from_url
+    from hotkeyd.publish.history import HistoryWriter
+
+    return HistoryWriter(
+        client_from_url(settings.redis_url),
+        namespace=namespace,
+        instance=instance,
+        maxlen=settings.history_maxlen,
+        max_age=settings.history_max_age,
+        clock=clock,
+        metrics=metrics,
+    )
+
 
 _MONITOR_SCHEMES = ("redis-monitor", "redis-monitor+tls", "rediss-monitor")
 

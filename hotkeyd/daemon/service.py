@@ -25,15 +25,20 @@ from typing import IO, Any
 
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
-from hotkeyd.daemon.factory import make_sources
+from hotkeyd.daemon.factory import (
+    make_demand_intake,
+    make_history,
+    make_namespace,
+    make_publisher,
+    make_sources,
+)
 from hotkeyd.daemon.signals import SignalLatch
 from hotkeyd.detector import Detector, RateEntry
 from hotkeyd.detector.rules import RuleSet, load_rules
 from hotkeyd.errors import ConfigError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
-from hotkeyd.protocol.auth import MessageAuth
-from hotkeyd.protocol.wire import HotEntry, Namespace, encode_key
-from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
+from hotkeyd.protocol.wire import HotEntry, encode_key
+from hotkeyd.publish import Publisher, RedisPublisher, default_instance_id
 from hotkeyd.sources.base import Source
 from hotkeyd.sources.demand import DemandIntake
 
@@ -82,11 +87,7 @@ class Service:
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.instance = settings.instance or default_instance_id()
-        self.namespace = Namespace(
-            prefix=settings.namespace,
-            channel_override=settings.channel,
-            sharded=settings.sharded_pubsub,
-        )
+        self.namespace = make_namespace(settings)
         if rules is None:
             rules = load_rules(settings.rules) if settings.rules else RuleSet.default()
         self.rules: RuleSet = rules
@@ -101,40 +102,19 @@ class Service:
             if sources is not None
             else make_sources(settings, metrics=self.metrics, clock=self.clock)
         )
-        if publisher is not None:
-            self.publisher = publisher
-        elif settings.redis_url:
-            self.publisher = RedisPublisher(
-                settings.redis_url,
-                namespace=self.namespace,
-                instance=self.instance,
-                clock=self.clock,
-                metrics=self.metrics,
-                heartbeat=settings.heartbeat,
-                auth=(
-                    MessageAuth.from_file(settings.auth_key_file)
-                    if settings.auth_key_file
-                    else MessageAuth.from_env()
-                ),
+        ns, inst, m, c = self.namespace, self.instance, self.metrics, self.clock
+        self.publisher: Publisher = (
+            publisher
+            if publisher is not None
+            else make_publisher(
+                settings, namespace=ns, instance=inst, metrics=m, clock=c, stdout=stdout
             )
-        else:
-            import sys
-
-            self.publisher = StdoutPublisher(
-                stdout or sys.stdout, instance=self.instance, clock=self.clock, metrics=self.metrics
-            )
-        # Reads app caches served locally (demand reports): only where apps can send them.
-        self.demand: DemandIntake | None = None
-        if settings.redis_url and settings.demand_reports:
-            self.demand = DemandIntake(
-                settings.redis_url,
-                self.namespace,
-                self.instance,
-                metrics=self.metrics,
-                clock=self.clock,
-            )
+        )
+        self.demand: DemandIntake | None = make_demand_intake(
+            settings, namespace=ns, instance=inst, metrics=m, clock=c
+        )
         self._lane_names = _lane_names(self.sources)
-        self.history = self._make_history()
+        self.history = make_history(settings, namespace=ns, instance=inst, metrics=m, clock=c)
         self.state = ServiceState()
         # What other threads (HTTP, demo view) read: replaced whole at each tick, never
         # mutated, so readers never touch the detector's structures mid-update.
@@ -146,23 +126,6 @@ class Service:
             "hotkeyd_sketch_memory_bytes",
             "Bytes held by the detector's sketches.",
             lambda: float(self.detector.nbytes),
-        )
-
-    def _make_history(self) -> Any:
-        """The history stream writer (with a Redis URL and ``history`` on), else None."""
-        if not (self.settings.redis_url and self.settings.history):
-            return None
-        from hotkeyd.conn.redis import client_from_url
-        from hotkeyd.publish.history import HistoryWriter
-
-        return HistoryWriter(
-            client_from_url(self.settings.redis_url),
-            namespace=self.namespace,
-            instance=self.instance,
-            maxlen=self.settings.history_maxlen,
-            max_age=self.settings.history_max_age,
-            clock=self.clock,
-            metrics=self.metrics,
         )
 
     # -- control (safe from signal handlers and other threads) --------------------------

@@ -78,7 +78,11 @@ def install_early(argv: list[str]) -> None:
     """Install a latch now if ``argv`` runs the daemon (called first thing by the CLI
     module, before click and the settings are imported: ~0.1 s earlier than the command)."""
     global _early
-    if _early is None and "run" in argv[1:4]:
+    # The command is the first argument that is not an option: the root group's options
+    # (-V, -h) take no value. "run" later on is an option's value or another command's
+    # argument (`hotkeyd watch --channel run`), and a latch there would swallow Ctrl-C.
+    command = next((a for a in argv[1:] if not a.startswith("-")), None)
+    if _early is None and command == "run":
         _early = SignalLatch().__enter__()
 
 

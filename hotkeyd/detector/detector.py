@@ -47,7 +47,7 @@ from hotkeyd.detector.lanes import EPS, Lane
 from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.detector.served import ServedRing
 from hotkeyd.detector.sizing import KeySizer
-from hotkeyd.detector.state import HotKey, HotSet
+from hotkeyd.detector.state import HotCoolStates, HotKey
 from hotkeyd.errors import ConfigError, SketchError
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.wire import CoolEntry, HotEntry
@@ -150,7 +150,7 @@ class Detector:
             self._factory = self._wfactory = sketch_factory
         self._served = ServedRing(self._n)
         self._local: dict[bytes, float] = {}  # ident -> locally served rate at the last tick
-        self._hot = HotSet(config.max_hot, config.hysteresis)
+        self._hot = HotCoolStates(config.max_hot, config.hysteresis)
         self._t0 = clock.monotonic()
         self._pcur = 0  # open processing-time sub-window (counted even without a lane)
         self._lanes: dict[str, Lane] = {}

@@ -44,6 +44,7 @@ from typing import Any
 from hotkeyd.detector.glob import Glob, GlobError
 from hotkeyd.detector.rules_toml import decode_pattern, locate_fields, parse_toml
 from hotkeyd.errors import RulesError
+from hotkeyd.protocol import limits
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -65,7 +66,7 @@ _RULE_FIELDS = frozenset(
     {"name", *_MATCH_FIELDS, "encoding", "threshold", "ttl", "cooldown", "ignore"}
 )
 _DEFAULT_FIELDS = frozenset({"threshold", "ttl", "cooldown", "ignore"})
-_MAX_TTL = 86400.0
+_MAX_TTL = limits.TTL_MS_MAX / 1000  # a rule's TTL must fit the wire's ttl_ms
 _MAX_COOLDOWN = 3600.0
 _MAX_NAME = 200
 

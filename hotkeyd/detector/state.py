@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from hotkeyd.detector.rules import Rule
 
-__all__ = ["HotKey", "HotSet", "Transitions"]
+__all__ = ["HotCoolStates", "HotKey", "Transitions"]
 
 
 @dataclass(slots=True)
@@ -52,8 +52,11 @@ class Transitions:
     cooled: list[tuple[HotKey, str]]  # (state, reason: "cool" | "evict" | "ignore")
 
 
-class HotSet:
-    """The current hot keys.
+class HotCoolStates:
+    """The detector's hot/cool state machine: which keys are hot now, and when they cool.
+
+    (Not the client's :class:`hotkeyd.client.hotset.HotSet`, which is what an app
+    believes is hot from the notifications.)
 
     Args:
         max_hot: cap on keys hot at once.

@@ -17,6 +17,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from hotkeyd.errors import import_extra
 from hotkeyd.idempotency.aioguard import AsyncIdempotencyGuard
 from hotkeyd.idempotency.asgi import IdempotencyMiddleware
 from hotkeyd.idempotency.core import GuardSettings, GuardStats
@@ -40,11 +43,13 @@ from hotkeyd.idempotency.keys import (
     gateway_key,
     operation_key,
 )
-from hotkeyd.idempotency.metrics import IdempotencyMetrics
 from hotkeyd.idempotency.outcome import Begin, Lease, Outcome
 from hotkeyd.idempotency.recover import RecoverReport, recover
 from hotkeyd.idempotency.store import DurableStore, StoredFinal
 from hotkeyd.idempotency.wsgi import IdempotencyWSGIMiddleware
+
+if TYPE_CHECKING:  # imported on first use: prometheus-client is the `metrics` extra
+    from hotkeyd.idempotency.metrics import IdempotencyMetrics
 
 __all__ = [
     "REPLAYED_HEADER",
@@ -78,3 +83,9 @@ __all__ = [
     "operation_key",
     "recover",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "IdempotencyMetrics":
+        return import_extra("hotkeyd.idempotency.metrics", name, "metrics")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,11 +10,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import redis.exceptions as rexc
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from hotkeyd.conn.redis import translate_redis_error
+from hotkeyd.conn.redis import REDIS_ERRORS, translate_redis_error  # (RedisClusterException too)
 from hotkeyd.errors import ClientError, ConfigError
 from hotkeyd.idempotency.errors import (
     DuplicateCompletionError,
@@ -41,7 +40,6 @@ __all__ = [
 
 logger = logging.getLogger("hotkeyd.idempotency")
 FailMode = Literal["closed", "open"]
-REDIS_ERRORS = (rexc.RedisError, OSError)
 Fingerprint = bytes | bytearray | memoryview | str
 
 

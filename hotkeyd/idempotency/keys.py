@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from hotkeyd.idempotency.errors import IdempotencyKeyError
+from hotkeyd.protocol import limits
 
 __all__ = [
     "DIGEST_HEX",
@@ -25,7 +26,7 @@ __all__ = [
     "record_digest",
 ]
 
-MAX_KEY_LENGTH = 255  # the IETF draft's keys are short strings; UUIDs are 36
+MAX_KEY_LENGTH = limits.IDEMPOTENCY_KEY_CHARS_MAX  # the IETF draft's are short; UUIDs are 36
 DIGEST_HEX = 32  # 128 bits of SHA-256: collisions are not a practical concern
 MAX_PART = 100  # a key part longer than this (encoded) is replaced by "#<its digest>"
 _SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")  # kept as is

@@ -11,4 +11,5 @@ reads notifications and writes demand reports), so it imports nothing of either.
 - :mod:`~hotkeyd.protocol.formats`: Kafka record formats (key, raw, lines, json, reporter).
 - :mod:`~hotkeyd.protocol.lines`: the counted-line grammar (``key<TAB>count``).
 - :mod:`~hotkeyd.protocol.contract`: the JSON Schemas and Lua scripts of ``spec/``.
+- :mod:`~hotkeyd.protocol.limits`: the limits of ``spec/limits.json`` (their one owner).
 """

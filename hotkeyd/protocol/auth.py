@@ -31,11 +31,12 @@ import os
 from collections.abc import Mapping, Sequence
 
 from hotkeyd.errors import ConfigError
+from hotkeyd.protocol import limits
 
 __all__ = ["ENV_VAR", "MIN_KEY_BYTES", "SUFFIX_LEN", "MessageAuth"]
 
 ENV_VAR = "HOTKEYD_AUTH_KEY"
-MIN_KEY_BYTES = 16
+MIN_KEY_BYTES = limits.AUTH_KEY_BYTES_MIN
 _HEAD = b',"sig":"'
 SUFFIX_LEN = len(_HEAD) + 64 + 2  # ,"sig":"<64 hex>"}
 _HEX = frozenset(b"0123456789abcdef")

@@ -27,9 +27,10 @@ class ContractError(HotkeydError, FileNotFoundError):
 
 @cache
 def spec_dir() -> Path:
-    """Directory holding ``schema/`` and ``lua/``: the shipped copy, else the checkout's."""
+    """Where ``schema/``, ``lua/`` and ``limits.json`` are: the shipped copy, else the checkout's."""
     for candidate in (_PACKAGE / "spec", _PACKAGE.parent / "spec"):
-        if (candidate / "schema").is_dir() and (candidate / "lua").is_dir():
+        parts = (candidate / "schema").is_dir(), (candidate / "lua").is_dir()
+        if all(parts) and (candidate / "limits.json").is_file():
             return candidate
     raise ContractError(
         f"hotkeyd's contract files are missing: neither {_PACKAGE / 'spec'} nor "

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from hotkeyd.protocol import limits
 from hotkeyd.protocol.wire import WireError, decode_key, encode_key
 
 __all__ = [
@@ -48,14 +49,14 @@ __all__ = [
 ]
 
 DEMAND_VERSION = 1
-MAX_ENTRIES = 1000
-MAX_N = (1 << 32) - 1
-MAX_REPORT_BYTES = 1 << 20
-DEFAULT_INTERVAL = 0.25
-MIN_INTERVAL = 0.25
-MAX_INTERVAL = 0.5
-_MAX_APP_LEN = 256
-_MAX_INTERVAL_MS = 60_000
+MAX_ENTRIES = limits.DEMAND_ENTRIES_MAX
+MAX_N = limits.COUNT_MAX
+MAX_REPORT_BYTES = limits.DEMAND_REPORT_BYTES_MAX
+MIN_INTERVAL = limits.DEMAND_REPORT_INTERVAL_MS_MIN / 1000
+MAX_INTERVAL = limits.DEMAND_REPORT_INTERVAL_MS_MAX / 1000
+DEFAULT_INTERVAL = MIN_INTERVAL
+_MAX_APP_LEN = limits.NAME_CHARS_MAX
+_MAX_INTERVAL_MS = limits.DEMAND_INTERVAL_MS_MAX
 
 
 class DemandError(WireError):
@@ -141,8 +142,8 @@ class DemandReport:
             raise DemandError("malformed", f"type is {obj.get('type')!r}, not 'demand'")
         app = obj.get("app")
         if not isinstance(app, str) or not 0 < len(app) <= _MAX_APP_LEN:
-            raise DemandError("malformed", "app must be a string of 1-256 characters")
-        seq = _int(obj.get("seq"), 0, (1 << 63) - 1, "seq")
+            raise DemandError("malformed", f"app must be a string of 1-{_MAX_APP_LEN} characters")
+        seq = _int(obj.get("seq"), 0, limits.SEQ_MAX, "seq")
         ts = obj.get("ts")
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise DemandError("malformed", f"ts must be a number, got {ts!r}")
@@ -170,6 +171,6 @@ def _entry(obj: Any) -> DemandEntry:
         key = decode_key(obj)
     except WireError as exc:
         raise DemandError("bad_entry", str(exc)) from exc
-    db = _int(obj.get("db", 0), 0, (1 << 31) - 1, "db", "bad_entry")
+    db = _int(obj.get("db", 0), 0, limits.DB_MAX, "db", "bad_entry")
     n = _int(obj.get("n"), 1, MAX_N, "n", "bad_entry")
     return DemandEntry(key, n, db)

@@ -10,7 +10,9 @@ Formats (chosen per source with ``format=``):
               per-line problems (oversized, bad count) are counted by the fast path.
 ``json``      the value is ``{"key": "k", "count": 3}`` (``"enc": "base64"`` for binary
               keys, ``count`` defaults to 1) or the reporter's batch object
-              ``{"v": 1, "keys": [["k", 3], ["aGk=", 1, "b64"], ...]}``.
+              ``{"v": 1, "keys": [["k", 3], ["aGk=", 1, "base64"], ...]}``. Readers also
+              accept ``"b64"`` for ``"base64"`` (both places): what reporters wrote in
+              batch entries before 0.2, and Kafka topics still hold.
 ``reporter``  what :class:`hotkeyd.client.reporter.Reporter` sends: a value starting with ``{`` is
               JSON as above, anything else is ``lines``. The recommended setting for
               reporter topics, and the default.
@@ -29,6 +31,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from hotkeyd.batch import Batch
+from hotkeyd.protocol import limits
+from hotkeyd.protocol.wire import BASE64
 
 __all__ = [
     "MAX_COUNT",
@@ -42,10 +46,11 @@ __all__ = [
     "lines_safe",
 ]
 
-MAX_COUNT = (1 << 32) - 1
+MAX_COUNT = limits.COUNT_MAX
 """Largest count one entry may carry; larger ones are rejected as ``bad_count``."""
 
 BUCKET_MS = 100
+_BASE64_READ = (BASE64, "b64")  # "b64": batch entries written before 0.2
 _LBRACE = 0x7B
 
 
@@ -87,11 +92,11 @@ def _json_entry(key: bytes, n: int) -> list[Any]:
     try:
         return [key.decode("utf-8"), n]
     except UnicodeDecodeError:
-        return [base64.b64encode(key).decode("ascii"), n, "b64"]
+        return [base64.b64encode(key).decode("ascii"), n, BASE64]
 
 
 def encode_json_batch(items: Iterable[tuple[bytes, int]]) -> bytes:
-    """The JSON batch object ``{"v":1,"keys":[[key, n], [b64key, n, "b64"], ...]}``."""
+    """The JSON batch object ``{"v":1,"keys":[[key, n], [b64key, n, "base64"], ...]}``."""
     doc = {"v": 1, "keys": [_json_entry(k, n) for k, n in items]}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -101,7 +106,7 @@ def encode_json_record(key: bytes, count: int = 1) -> bytes:
     try:
         doc: dict[str, Any] = {"key": key.decode("utf-8"), "count": count}
     except UnicodeDecodeError:
-        doc = {"key": base64.b64encode(key).decode("ascii"), "enc": "base64", "count": count}
+        doc = {"key": base64.b64encode(key).decode("ascii"), "enc": BASE64, "count": count}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -263,8 +268,8 @@ class RecordDecoder:
         if not isinstance(key, str):
             return "wrong_format"
         single: list[Any] = [key, doc.get("count", 1)]
-        if doc.get("enc") == "base64":
-            single.append("b64")
+        if doc.get("enc") in _BASE64_READ:
+            single.append(BASE64)
         elif doc.get("enc") not in (None, "utf-8"):
             return "wrong_format"
         return self._json_entry(single, acc)
@@ -276,7 +281,7 @@ class RecordDecoder:
         if type(n) is not int or n < 1 or n > MAX_COUNT:
             return "bad_count"
         if len(entry) == 3:
-            if entry[2] != "b64":
+            if entry[2] not in _BASE64_READ:
                 return "wrong_format"
             try:
                 key = base64.b64decode(entry[0], validate=True)

@@ -9,9 +9,11 @@ A trailing ``\\r`` is dropped before parsing, and empty lines are skipped.
 
 from __future__ import annotations
 
+from hotkeyd.protocol import limits
+
 __all__ = ["COUNT_MAX", "parse_counted"]
 
-COUNT_MAX = (1 << 32) - 1
+COUNT_MAX = limits.COUNT_MAX
 
 
 def parse_counted(line: bytes) -> tuple[bytes, int] | None:

@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hotkeyd.errors import HotkeydError
+from hotkeyd.protocol import limits
 
 __all__ = [
+    "BASE64",
     "INSTANCE_MAX_AGE",
     "WIRE_VERSION",
     "CoolEntry",
@@ -52,14 +54,14 @@ __all__ = [
 ]
 
 WIRE_VERSION = 1
-MAX_SEQ = (1 << 63) - 1
+MAX_SEQ = limits.SEQ_MAX
 """Largest ``seq`` (a signed 64-bit integer, so every language can hold it)."""
-MAX_TTL_MS = 86_400_000
+MAX_TTL_MS = limits.TTL_MS_MAX
 """Largest ``ttl_ms`` on the wire (a day, the rules' cap); clients cap lower (``max_ttl``)."""
-_MAX_NAME = 256  # instance and rule names
+_MAX_NAME = limits.NAME_CHARS_MAX  # instance and rule names
 _KINDS = (None, "read", "write", "mixed")
 
-INSTANCE_MAX_AGE = 30.0
+INSTANCE_MAX_AGE = float(limits.INSTANCE_MAX_AGE_S)
 """Seconds after its last heartbeat an instance counts as gone: readers skip it and the
 daemons' heartbeats prune it from ``{<prefix>}:instances``."""
 
@@ -68,12 +70,19 @@ class WireError(HotkeydError, ValueError):
     """A notification does not follow the wire format."""
 
 
+#: The one marker of a base64 key, written wherever a key may be binary: ``"enc"`` of
+#: notifications, snapshots, demand reports, invalidations and Kafka records, and the
+#: third element of a reporter batch entry. It is the word every JSON Schema in spec/
+#: has (``"enc": {"enum": ["base64", ...]}``) and every client writes in those messages.
+BASE64 = "base64"
+
+
 def encode_key(key: bytes) -> dict[str, str]:
     """Return the JSON fields for ``key``: text when UTF-8, base64 otherwise."""
     try:
         return {"key": key.decode("utf-8")}
     except UnicodeDecodeError:
-        return {"key": base64.b64encode(key).decode("ascii"), "enc": "base64"}
+        return {"key": base64.b64encode(key).decode("ascii"), "enc": BASE64}
 
 
 def decode_key(obj: dict[str, Any]) -> bytes:
@@ -84,7 +93,7 @@ def decode_key(obj: dict[str, Any]) -> bytes:
     enc = obj.get("enc")
     if enc is None or enc == "utf-8":
         return key.encode("utf-8", "surrogatepass")
-    if enc == "base64":
+    if enc == BASE64:
         try:
             return base64.b64decode(key, validate=True)
         except (binascii.Error, ValueError) as exc:
@@ -156,7 +165,7 @@ class HotEntry:
             rule=_name(obj, "rule"),
             ttl_ms=_int(obj, "ttl_ms", 0, MAX_TTL_MS),
             since=_num(obj, "since", 0.0),
-            db=_int(obj, "db", 0, (1 << 31) - 1, 0),
+            db=_int(obj, "db", 0, limits.DB_MAX, 0),
             kind=kind,
             as_of=None if obj.get("as_of") is None else _num(obj, "as_of"),
             lag_ms=None if obj.get("lag_ms") is None else _int(obj, "lag_ms", 0, 1 << 53),
@@ -186,7 +195,7 @@ class CoolEntry:
         return cls(
             key=decode_key(obj),
             rule=_name(obj, "rule", ""),
-            db=_int(obj, "db", 0, (1 << 31) - 1, 0),
+            db=_int(obj, "db", 0, limits.DB_MAX, 0),
         )
 
 

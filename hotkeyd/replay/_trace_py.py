@@ -6,10 +6,12 @@ import math
 import re
 from typing import Any
 
+from hotkeyd.protocol.limits import COUNT_MAX
+
 __all__ = ["split_ticks"]
 
 _MS_ABOVE = 1e11
-_MAX_COUNT = 0xFFFFFFFF
+_MAX_COUNT = COUNT_MAX
 _SEP = re.compile(rb"[ \t]+")
 
 

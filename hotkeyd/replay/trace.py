@@ -22,12 +22,13 @@ import binascii
 import json
 import logging
 import math
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from hotkeyd import native_or_twin
 from hotkeyd.batch import Batch
+from hotkeyd.protocol.limits import COUNT_MAX
 
 __all__ = ["IMPLEMENTATION", "TraceStats", "read_trace", "split_ticks"]
 
@@ -36,22 +37,8 @@ logger = logging.getLogger(__name__)
 _CHUNK = 8 << 20
 
 
-def _load() -> tuple[Callable[..., Any], str]:
-    if os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0"):
-        from hotkeyd.replay._trace_py import split_ticks as pure
-
-        return pure, "python"
-    try:
-        from hotkeyd.replay._trace import split_ticks as native
-    except ImportError as exc:  # no compiler where this was installed
-        logger.warning("hotkeyd.replay._trace unavailable (%s); using the pure-Python twin", exc)
-        from hotkeyd.replay._trace_py import split_ticks as pure
-
-        return pure, "python"
-    return native, "native"
-
-
-split_ticks, IMPLEMENTATION = _load()
+_impl, IMPLEMENTATION = native_or_twin("hotkeyd.replay._trace", "hotkeyd.replay._trace_py")
+split_ticks: Callable[..., Any] = _impl.split_ticks
 
 
 @dataclass
@@ -193,7 +180,7 @@ def _json_event(line: bytes, ts_field: str) -> tuple[float, bytes, int, int] | N
         return None
     if not isinstance(key, str) or not key:
         return None
-    if type(n) is not int or not 0 < n <= 0xFFFFFFFF or type(db) is not int or db < 0:
+    if type(n) is not int or not 0 < n <= COUNT_MAX or type(db) is not int or db < 0:
         return None
     if doc.get("enc") == "base64":
         try:

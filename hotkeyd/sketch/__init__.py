@@ -24,9 +24,9 @@ Design, error bounds and measured numbers: docs/sketch.md.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hotkeyd import native_or_twin
 from hotkeyd.errors import SketchError
 
 logger = logging.getLogger(__name__)
@@ -72,27 +72,7 @@ class SketchLike(Protocol):
     def to_bytes(self) -> bytes: ...
 
 
-def _want_pure() -> bool:
-    return os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0")
-
-
-def _load() -> tuple[Any, str]:
-    """Pick the implementation once: the C core unless missing or disabled."""
-    if _want_pure():
-        from hotkeyd.sketch import _sketch_py
-
-        return _sketch_py, "python"
-    try:
-        from hotkeyd.sketch import _sketch
-    except ImportError as exc:  # no compiler where this was installed
-        logger.warning("hotkeyd.sketch._sketch unavailable (%s); using the pure-Python sketch", exc)
-        from hotkeyd.sketch import _sketch_py
-
-        return _sketch_py, "python"
-    return _sketch, "native"
-
-
-_impl, IMPLEMENTATION = _load()
+_impl, IMPLEMENTATION = native_or_twin("hotkeyd.sketch._sketch", "hotkeyd.sketch._sketch_py")
 if TYPE_CHECKING:
     # Type checkers see the classes of the stub (_sketch.pyi); the twin has the same API.
     from hotkeyd.sketch._sketch import CountMinTopK, HeavyKeeper, murmur3_32, sketch_hash

@@ -23,13 +23,20 @@ Modules: ``redis`` (Redis/Valkey servers and clusters), ``kafka`` (Tansu), ``pos
 from __future__ import annotations
 
 from hotkeyd.testing._server import free_port, wait_for_port
-from hotkeyd.testing.daemon import DaemonProcess
+from hotkeyd.testing.daemon import DaemonProcess, run_daemon
 from hotkeyd.testing.fakes import ExactSketch, ListSource
 from hotkeyd.testing.kafka import KafkaBroker, tansu_binary
 from hotkeyd.testing.postgres import PostgresServer, postgres_bindir
-from hotkeyd.testing.redis import RedisClusterServers, RedisServer, paced_get_load, server_binary
+from hotkeyd.testing.redis import (
+    FLAVORS,
+    RedisClusterServers,
+    RedisServer,
+    paced_get_load,
+    server_binary,
+)
 
 __all__ = [
+    "FLAVORS",
     "DaemonProcess",
     "ExactSketch",
     "KafkaBroker",
@@ -40,6 +47,7 @@ __all__ = [
     "free_port",
     "paced_get_load",
     "postgres_bindir",
+    "run_daemon",
     "server_binary",
     "tansu_binary",
     "wait_for_port",

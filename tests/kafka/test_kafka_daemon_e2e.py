@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import signal
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from kafka_testutil import create_topic
 
 from hotkeyd.client.reporter import Reporter, partition_for
 from hotkeyd.protocol.wire import Message, Namespace, decode_key
-from hotkeyd.testing import KafkaBroker, RedisServer
+from hotkeyd.testing import DaemonProcess, KafkaBroker, RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,16 +40,17 @@ def test_reporter_traffic_makes_the_daemon_publish_the_hot_key(
     r = redis.Redis.from_url(redis_server.url)
     sub = r.pubsub(ignore_subscribe_messages=True)
     sub.subscribe(ns.channel)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hotkeyd", "run", "-s", url, "--redis-url", redis_server.url,
-         "--namespace", ns.prefix, "--rules", str(rules), "--no-http", "--log-level", "warning"],
-    )  # fmt: skip
+    daemon = DaemonProcess(
+        "-s", url, "--redis-url", redis_server.url, "--namespace", ns.prefix,
+        "--rules", str(rules), "--no-http",
+        http=False, stdin=False, capture=False, log_level="warning",
+    ).start()  # fmt: skip
     rep = Reporter(kafka_broker.bootstrap, topic, flush_interval=0.1)
     hot_seen: set[bytes] = set()
     try:
         deadline = time.monotonic() + 60
         while b"item:hot" not in hot_seen and time.monotonic() < deadline:
-            assert proc.poll() is None, "the daemon exited"
+            assert daemon.running, "the daemon exited"
             for i in range(100):  # ~2000/s of item:hot, ~10/s per cold key
                 rep.record(b"item:hot", 2)
                 rep.record(b"item:cold:%d" % (i % 10))
@@ -62,24 +62,17 @@ def test_reporter_traffic_makes_the_daemon_publish_the_hot_key(
         rep.close()
         sub.close()
         r.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        daemon.stop(15, force=True)
     assert b"item:hot" in hot_seen, "the daemon never published item:hot"
     assert not any(k.startswith(b"item:cold") for k in hot_seen)
 
 
-def _daemon(
-    url: str, redis_url: str, ns: Namespace, rules: Path, instance: str
-) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "hotkeyd", "run", "-s", url, "--redis-url", redis_url,
-         "--namespace", ns.prefix, "--rules", str(rules), "--no-http", "--log-level", "warning",
-         "--instance", instance],
-    )  # fmt: skip
+def _daemon(url: str, redis_url: str, ns: Namespace, rules: Path, instance: str) -> DaemonProcess:
+    return DaemonProcess(
+        "-s", url, "--redis-url", redis_url, "--namespace", ns.prefix, "--rules", str(rules),
+        "--no-http", "--instance", instance,
+        http=False, stdin=False, capture=False, log_level="warning",
+    ).start()  # fmt: skip
 
 
 def _snapshot_hot(r: redis.Redis, ns: Namespace, instance: str) -> set[bytes]:
@@ -120,7 +113,7 @@ def test_two_daemons_in_one_group_split_the_hot_keys(
         deadline = time.monotonic() + 90
         settled = 0
         while time.monotonic() < deadline:
-            assert all(p.poll() is None for p in procs), "a daemon exited"
+            assert all(p.running for p in procs), "a daemon exited"
             for _ in range(10):
                 for k in hot:
                     rep.record(k, 15)  # ~1500/s per hot key (threshold 300)
@@ -136,14 +129,10 @@ def test_two_daemons_in_one_group_split_the_hot_keys(
     finally:
         rep.close()
         r.close()
+        for p in procs:  # both at once: they leave the group together
+            p.signal(signal.SIGTERM)
         for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+            p.stop(15, force=True)
     assert snaps["d1"] and snaps["d2"], snaps
     assert not (snaps["d1"] & snaps["d2"]), "a key is hot in both daemons"
     assert snaps["d1"] | snaps["d2"] == set(hot)

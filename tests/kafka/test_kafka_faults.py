@@ -108,7 +108,8 @@ def test_a_poll_that_raises_gets_a_fresh_consumer(
 ) -> None:
     """An undecodable batch (codec missing) makes poll raise; the source never re-polls that
     consumer (its fetcher can spin at 100 % CPU for good), reports the error, and a fresh
-    consumer reads everything once the batch can be decoded."""
+    consumer reads everything once the batch can be decoded. The waits between consumers
+    grow: every fresh one fails on that batch again."""
     topic = f"acc-{unique}"
     create_topic(kafka_broker.bootstrap, topic, partitions=1)
     p = producer(kafka_broker.bootstrap, compression_type="zstd")
@@ -118,9 +119,17 @@ def test_a_poll_that_raises_gets_a_fresh_consumer(
     p.close()
     monkeypatch.setattr(kafka.codec, "zstd", None)  # the fault: a deployment without zstd
     built: list[Any] = []
+    asked: list[float] = []  # when the source asked for a consumer
+    closed: list[float] = []  # when it had closed the failed one (then it waits)
+
+    class Timed(KafkaConsumer):
+        def close(self, *a: Any, **kw: Any) -> None:
+            super().close(*a, **kw)
+            closed.append(time.monotonic())
 
     def factory(**kw: Any) -> Any:
-        c = KafkaConsumer(**kw)
+        asked.append(time.monotonic())
+        c = Timed(**kw)
         built.append(c)
         return c
 
@@ -131,9 +140,13 @@ def test_a_poll_that_raises_gets_a_fresh_consumer(
     counters: dict[int, collections.Counter[bytes]] = {}
     poll_errors = metrics.source_errors.labels(source="kafka", kind="poll")
     try:
-        assert drain([src], lambda: poll_errors._value.get() >= 2, counters=counters, timeout=30)
+        assert drain([src], lambda: len(built) >= 4, counters=counters, timeout=30)
+        assert poll_errors._value.get() >= 3
         assert src.error is not None and "UnsupportedCodecError" in src.error
-        assert len(built) >= 2  # a new consumer after each failure
+        # a new consumer after each failure, after a growing wait (Backoff: 0.25-0.5 s,
+        # 0.5-1 s, 1-2 s), which the reconnect in between does not reset
+        waits = [b - a for a, b in zip(closed, asked[1:4], strict=False)]
+        assert 0.2 <= waits[0] <= 0.9 and 0.45 <= waits[1] <= 1.4 and 0.95 <= waits[2] <= 2.5, waits
         assert sum(counters.get(0, {}).values()) == 0
         monkeypatch.undo()  # the codec is back (an operator installed it)
         assert drain([src], lambda: counters.get(0, {}).get(b"z", 0) >= 300, counters=counters)  # type: ignore[call-overload]

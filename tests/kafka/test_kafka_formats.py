@@ -178,3 +178,21 @@ def test_reporter_messages_round_trip_any_keys(items: dict[bytes, int]) -> None:
 def test_unknown_format_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown record format"):
         RecordDecoder("xml")
+
+
+def test_one_base64_marker_is_written() -> None:
+    """The schemas' word ("enc": "base64") in single records and in batch entries alike."""
+    batch = json.loads(encode_json_batch([(b"\xfe", 4)]))
+    assert batch["keys"] == [["/g==", 4, "base64"]]
+    assert json.loads(encode_json_record(b"\xfe"))["enc"] == "base64"
+
+
+@pytest.mark.parametrize("marker", ["base64", "b64"])
+def test_both_base64_markers_are_read(marker: str) -> None:
+    """Topics already hold batch entries written with "b64" (Java, Go, Node reporters too)."""
+    recs = [
+        Rec(None, json.dumps({"v": 1, "keys": [["/g==", 4, marker]]}).encode()),
+        Rec(None, json.dumps({"key": "/g==", "enc": marker, "count": 2}).encode()),
+    ]
+    counts, bad = decode("json", recs)
+    assert not bad and counts == {b"\xfe": 6}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 import redis
 
 from hotkeyd.protocol.wire import Message
-from hotkeyd.testing import RedisServer
+from hotkeyd.testing import DaemonProcess, RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -30,21 +29,15 @@ def test_daemon_publishes_hot_key_seen_through_monitor(
     channel = f"hk-e2e-{unique}"
     sub = redis.Redis(port=shared_redis.port).pubsub()
     sub.subscribe(channel)
-    log = tmp_path / "daemon.log"
-    log_file = log.open("wb")
-    daemon = subprocess.Popen(
-        [
-            sys.executable, "-m", "hotkeyd", "run",
-            "--source", f"redis-monitor://127.0.0.1:{redis_server.port}",
-            "--redis-url", f"redis://127.0.0.1:{shared_redis.port}/0",
-            "--channel", channel,
-            "--namespace", f"hk{unique}",
-            "--rules", str(rules),
-            "--no-http",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log_file,
-    )  # fmt: skip
+    daemon = DaemonProcess(
+        "--source", f"redis-monitor://127.0.0.1:{redis_server.port}",
+        "--redis-url", f"redis://127.0.0.1:{shared_redis.port}/0",
+        "--channel", channel,
+        "--namespace", f"hk{unique}",
+        "--rules", str(rules),
+        "--no-http",
+        http=False, stdin=False, log_level=None,
+    ).start()  # fmt: skip
     background = subprocess.Popen(
         ["redis-benchmark", "-p", str(redis_server.port), "-q", "-t", "get,set",
          "-r", "1000000", "-n", "100000000", "-c", "2"],
@@ -56,7 +49,7 @@ def test_daemon_publishes_hot_key_seen_through_monitor(
     try:
         deadline = time.monotonic() + 30
         while not hot and time.monotonic() < deadline:
-            assert daemon.poll() is None, log.read_text()
+            assert daemon.running, daemon.stderr
             for _ in range(200):
                 app.get("hot:e2e")
             msg = sub.get_message(timeout=0.01)
@@ -68,10 +61,8 @@ def test_daemon_publishes_hot_key_seen_through_monitor(
     finally:
         background.kill()
         background.wait()
-        daemon.terminate()
-        daemon.wait(10)
-        log_file.close()
+        daemon.stop(10)
         sub.close()
     keys = {h.key for h in hot}  # type: ignore[attr-defined]
-    assert b"hot:e2e" in keys, log.read_text()
+    assert b"hot:e2e" in keys, daemon.stderr
     assert keys == {b"hot:e2e"}  # no uniform background key crossed the threshold

@@ -92,7 +92,8 @@ def test_cluster_nodes_parsing() -> None:
 # ------------------------------------------------------------------ keys from real traffic
 
 
-def test_real_commands_yield_exact_keys(redis_server: RedisServer, source_factory: Any) -> None:
+def test_real_commands_yield_exact_keys(any_redis_server: RedisServer, source_factory: Any) -> None:
+    redis_server = any_redis_server  # every flavor: its MONITOR format and ACLs
     src = source_factory([url(redis_server)])
     src.start()
     r = redis.Redis(port=redis_server.port)
@@ -269,8 +270,12 @@ def acl_user(rs: RedisServer, name: str, *rules: str) -> None:
 
 @pytest.mark.parametrize("duty", [1.0, 0.5])
 def test_minimal_acl_user_can_tap(
-    redis_server: RedisServer, source_factory: Any, caplog: pytest.LogCaptureFixture, duty: float
+    any_redis_server: RedisServer,
+    source_factory: Any,
+    caplog: pytest.LogCaptureFixture,
+    duty: float,
 ) -> None:
+    redis_server = any_redis_server  # every flavor: its MONITOR format and ACLs
     # duty < 1 exercises RESET (which logs the connection out) and the re-AUTH after it
     acl_user(redis_server, "tap", *MINIMAL_ACL)
     src = source_factory([url(redis_server, "tap:pw@")], duty=duty)
@@ -507,8 +512,9 @@ def test_several_urls_tap_several_servers(
 
 
 def test_strictly_minimal_acl_taps_with_a_warning(
-    redis_server: RedisServer, source_factory: Any, caplog: pytest.LogCaptureFixture
+    any_redis_server: RedisServer, source_factory: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    redis_server = any_redis_server  # every flavor: its MONITOR format and ACLs
     acl_user(redis_server, "bare", "+monitor", "+command|info")
     src = source_factory([url(redis_server, "bare:pw@")])
     src.start()

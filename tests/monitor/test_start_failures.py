@@ -8,8 +8,6 @@ Only problems retrying cannot fix (wrong password, NOPERM, TLS verification) fai
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ import redis
 
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.wire import Message
-from hotkeyd.testing import RedisServer, free_port, wait_for_port
+from hotkeyd.testing import DaemonProcess, RedisServer, free_port, wait_for_port
 
 from .helpers import Tally, metric, url
 
@@ -136,37 +134,31 @@ def test_daemon_keeps_running_with_one_server_down(
     sub.subscribe(channel)
     port = free_port()
     late_url = f"redis-monitor://127.0.0.1:{port}"
-    log = tmp_path / "daemon.log"
-    log_file = log.open("wb")
-    daemon = subprocess.Popen(
-        [
-            sys.executable, "-m", "hotkeyd", "run",
-            "-s", url(redis_server),
-            "-s", late_url,
-            "--redis-url", f"redis://127.0.0.1:{shared_redis.port}/0",
-            "--channel", channel,
-            "--namespace", f"hk{unique}",
-            "--rules", str(rules),
-            "--no-http",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log_file,
-    )  # fmt: skip
+    daemon = DaemonProcess(
+        "-s", url(redis_server),
+        "-s", late_url,
+        "--redis-url", f"redis://127.0.0.1:{shared_redis.port}/0",
+        "--channel", channel,
+        "--namespace", f"hk{unique}",
+        "--rules", str(rules),
+        "--no-http",
+        http=False, stdin=False, log_level=None,
+    ).start()  # fmt: skip
     late = RedisServer(port=port)
     hot: set[bytes] = set()
     try:
         deadline = time.monotonic() + 20
-        while "cannot reach" not in log.read_text() and time.monotonic() < deadline:
-            assert daemon.poll() is None, log.read_text()
+        while "cannot reach" not in daemon.stderr and time.monotonic() < deadline:
+            assert daemon.running, daemon.stderr
             time.sleep(0.1)
-        assert "cannot reach" in log.read_text() and late_url in log.read_text()
-        assert daemon.poll() is None, log.read_text()  # still running, not exit 1
+        assert "cannot reach" in daemon.stderr and late_url in daemon.stderr
+        assert daemon.running, daemon.stderr  # still running, not exit 1
         late.start()
         wait_for_port(port)
         app = redis.Redis(port=port)
         deadline = time.monotonic() + 40
         while b"hot:late" not in hot and time.monotonic() < deadline:
-            assert daemon.poll() is None, log.read_text()
+            assert daemon.running, daemon.stderr
             for _ in range(200):
                 app.get("hot:late")
             msg = sub.get_message(timeout=0.01)
@@ -175,13 +167,11 @@ def test_daemon_keeps_running_with_one_server_down(
                     hot.update(h.key for h in Message.loads(msg["data"]).hot)
                 msg = sub.get_message(timeout=0.0)
     finally:
-        daemon.terminate()
-        daemon.wait(10)
+        daemon.stop(10)
         late.stop()
-        log_file.close()
         sub.close()
-    assert b"hot:late" in hot, log.read_text()
-    assert log.read_text().count(late_url) <= 3, log.read_text()  # rate-limited, not a flood
+    assert b"hot:late" in hot, daemon.stderr
+    assert daemon.stderr.count(late_url) <= 3, daemon.stderr  # rate-limited, not a flood
 
 
 def test_cluster_seed_down_at_start_is_discovered_when_up(source_factory: Any) -> None:

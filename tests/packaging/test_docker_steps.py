@@ -62,7 +62,10 @@ def test_wheel_installs_into_clean_venv_and_serves_health(tmp_path: Path) -> Non
     venv.EnvBuilder(with_pip=True, clear=True).create(venv_dir)
     py = venv_dir / "bin" / "python"
     subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", str(wheel)], check=True, env=env, cwd=tmp_path
+        [str(py), "-m", "pip", "install", "-q", f"{wheel}[daemon]"],  # as the Dockerfile does
+        check=True,
+        env=env,
+        cwd=tmp_path,
     )
     exe = venv_dir / "bin" / "hotkeyd"
 

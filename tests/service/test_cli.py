@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from hotkeyd import __version__
 from hotkeyd.cli import cli
+from hotkeyd.testing import run_daemon
 
 
 def _run(
@@ -99,12 +100,7 @@ def test_bad_rules_file_names_line_and_field(tmp_path: Path) -> None:
 def test_stdout_mode_as_a_real_subprocess() -> None:
     """`cat keys.txt | hotkeyd run` works with nothing else installed."""
     keys = b"hot\n" * 5000 + b"".join(b"cold:%d\n" % i for i in range(500))
-    proc = subprocess.run(
-        [sys.executable, "-m", "hotkeyd", "run", "--no-http", "--log-level", "WARNING"],
-        input=keys,
-        capture_output=True,
-        timeout=30,
-    )
+    proc = run_daemon("--no-http", "--log-level", "WARNING", input=keys, timeout=30)
     assert proc.returncode == 0, proc.stderr
     msgs = [json.loads(line) for line in proc.stdout.splitlines()]
     hot = {h["key"] for m in msgs for h in m["hot"]}
@@ -182,12 +178,7 @@ def test_check_with_unreachable_redis_is_one_line_without_password() -> None:
 
 def test_a_source_read_error_makes_run_exit_1() -> None:
     """/proc/self/mem opens fine and fails on read: input was lost, so not exit 0."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "hotkeyd", "run", "--no-http", "-s", "/proc/self/mem"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    proc = run_daemon("--no-http", "-s", "/proc/self/mem", text=True, timeout=30)
     assert proc.returncode == 1
     assert "reading /proc/self/mem failed" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hotkeyd.protocol.wire import Namespace
-from hotkeyd.testing import RedisServer
+from hotkeyd.testing import RedisServer, run_daemon
 
 from .daemon import Daemon, Listener
 
@@ -356,24 +356,15 @@ def test_publisher_runs_with_the_documented_minimal_acl_user(
 
 
 def test_wrong_redis_password_fails_fast_with_exit_2(redis_server: RedisServer) -> None:
-    import subprocess
-    import sys
 
     import redis as redis_py
 
     redis_py.Redis.from_url(redis_server.url).config_set("requirepass", "right")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hotkeyd",
-            "run",
-            "--no-http",
-            "--redis-url",
-            f"redis://:wrong@127.0.0.1:{redis_server.port}/0",
-        ],
+    proc = run_daemon(
+        "--no-http",
+        "--redis-url",
+        f"redis://:wrong@127.0.0.1:{redis_server.port}/0",
         input=b"a\n",
-        capture_output=True,
         timeout=30,
     )
     err = proc.stderr.decode()
@@ -412,25 +403,16 @@ def test_redis_down_at_start_runs_degraded_then_publishes(unique: str) -> None:
 
 
 def test_finite_input_with_notifications_unsent_exits_1() -> None:
-    import subprocess
-    import sys
 
     from hotkeyd.testing import free_port
 
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hotkeyd",
-            "run",
-            "--no-http",
-            "--shutdown-timeout",
-            "1",
-            "--redis-url",
-            f"redis://127.0.0.1:{free_port()}/0",
-        ],
+    proc = run_daemon(
+        "--no-http",
+        "--shutdown-timeout",
+        "1",
+        "--redis-url",
+        f"redis://127.0.0.1:{free_port()}/0",
         input=b"hot\n" * 5000,
-        capture_output=True,
         timeout=60,
     )
     err = proc.stderr.decode()

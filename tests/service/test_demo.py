@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from hotkeyd.console.demo import HOT_KEY, SPARKS, run_demo
+from hotkeyd.console.demo import HOT_KEY, NEXT_STEPS, SPARKS, run_demo
 
 
 @pytest.mark.integration
@@ -33,6 +33,8 @@ def test_demo_detects_notifies_and_cools(use_redis: bool) -> None:
     assert summary.events > 100_000
     text = out.getvalue()
     assert "detection latency" in text and "events processed" in text
+    # ... and it ends with what to try next (the last lines of `make run`)
+    assert text.rstrip().endswith(NEXT_STEPS[-1]), text[-600:]
     # The live view showed the spike key as HOT with a sparkline history.
     hot_frames = [f for f in frames if "item:flash-sale" in f and "HOT" in f]
     assert hot_frames

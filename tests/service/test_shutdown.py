@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 from hotkeyd.batch import Batch
@@ -14,6 +11,7 @@ from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.service import Service
 from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.publish.memory import MemoryPublisher
+from hotkeyd.testing import DaemonProcess
 
 
 class _OneBurstThenStop:
@@ -69,21 +67,18 @@ def test_stop_evaluates_one_final_tick_before_the_final_message() -> None:
 
 
 def test_sigterm_to_the_daemon_process_publishes_the_last_sub_window() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hotkeyd", "run", "--no-http", "--window", "2", "--tick", "1"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "HOTKEYD_LOG_LEVEL": "WARNING"},
-    )
-    assert proc.stdin is not None
+    d = DaemonProcess(
+        "--no-http", "--window", "2", "--tick", "1",
+        env={"HOTKEYD_LOG_LEVEL": "WARNING"}, http=False, log_level=None,
+    ).start()  # fmt: skip
     time.sleep(1.5)  # started; ticks at 1 s steps
-    proc.stdin.write(b"late:key\n" * 20_000)
-    proc.stdin.flush()
+    d.feed(b"late:key\n" * 20_000)
     time.sleep(0.2)  # read, but its sub-window is still open
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0  # stdin still open: no end of input races the signal
-    out, _ = proc.communicate(timeout=30)
+    d.signal(signal.SIGTERM)
+    assert d.wait(30) == 0  # stdin still open: no end of input races the signal
+    assert d.proc is not None and d.proc.stdout is not None
+    out = d.proc.stdout.read()
+    d.close()
     msgs = [json.loads(line) for line in out.splitlines()]
     assert msgs[-1]["final"] is True
     assert [h["key"] for h in msgs[-1]["hot"]] == ["late:key"]

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from service.daemon import Daemon, Listener
 
-from hotkeyd.testing import RedisServer
+from hotkeyd.testing import RedisServer, run_daemon
 
 RULES = """
 [default]
@@ -73,12 +71,9 @@ def test_follow_waits_for_the_file_and_survives_rotation(
 
 @pytest.mark.parametrize("follow", [[], ["--follow"]])
 def test_directory_source_exits_non_zero_with_one_line(tmp_path: Path, follow: list[str]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "hotkeyd", "run", "-s", str(tmp_path), *follow, "--no-http",
-         "--log-level", "WARNING"],
-        capture_output=True,
-        timeout=30,
-    )  # fmt: skip
+    proc = run_daemon(
+        "-s", str(tmp_path), *follow, "--no-http", "--log-level", "WARNING", timeout=30
+    )
     err = proc.stderr.decode()
     assert proc.returncode == 1, err
     assert "directory" in err and str(tmp_path) in err and "Traceback" not in err
@@ -87,10 +82,6 @@ def test_directory_source_exits_non_zero_with_one_line(tmp_path: Path, follow: l
 
 def test_missing_file_without_follow_exits_non_zero(tmp_path: Path) -> None:
     missing = tmp_path / "missing.log"
-    proc = subprocess.run(
-        [sys.executable, "-m", "hotkeyd", "run", "-s", str(missing), "--no-http"],
-        capture_output=True,
-        timeout=30,
-    )
+    proc = run_daemon("-s", str(missing), "--no-http", timeout=30)
     err = proc.stderr.decode()
     assert proc.returncode == 1 and "not found" in err and "Traceback" not in err

@@ -6,23 +6,32 @@ that fails here is a bug in the Python client or in the vector.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import inspect
 import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+import redis.asyncio as aioredis
 
+from hotkeyd.client.aio import AsyncSubscriber
 from hotkeyd.client.demand import DemandCounter
 from hotkeyd.client.hotset import HotSet
 from hotkeyd.client.invalidation import decode_invalidation, encode_invalidation
 from hotkeyd.client.reporter import partition_for
 from hotkeyd.client.sharded import ShardedCounter
-from hotkeyd.client.subscriber import SubscriberCore
+from hotkeyd.client.subscriber import Subscriber
 from hotkeyd.clock import ManualClock
 from hotkeyd.protocol.demand import DemandEntry
 from hotkeyd.protocol.keys import key_bytes
-from hotkeyd.protocol.wire import Message, Namespace, WireError, decode_key, encode_key
+from hotkeyd.protocol.wire import Namespace, WireError, decode_key, encode_key
+from hotkeyd.testing import RedisServer
 
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 
@@ -38,14 +47,23 @@ def ident(entry: dict[str, Any]) -> tuple[bytes, int]:
 
 # ------------------------------------------------------------------ hot set
 class Driver:
-    """A client fed by a vector: SubscriberCore + HotSet on a manual clock.
+    """A client fed by a vector, through the subscriber's own entry points.
 
-    ``store`` plays Redis: the snapshot each instance keeps. A gap reads from it, as
-    Subscriber.resync does from Redis.
+    The real :class:`Subscriber` on a manual clock, against a real redis-server: a
+    ``snapshot`` step writes the snapshot and a heartbeat as the daemon does, ``bootstrap``
+    is the subscriber's bootstrap, and a ``message`` goes to :meth:`Subscriber.on_message`,
+    the handler the live subscription calls (so a gap resyncs from Redis). The outcome is
+    read from the subscriber's counters.
     """
 
-    def __init__(self, start_ms: int) -> None:
-        self.clock = ManualClock(start=start_ms / 1000.0, epoch=HOTSET["now_s"])
+    def __init__(
+        self,
+        doc: dict[str, Any],
+        client: redis.Redis,
+        prefix: str,
+        subscriber: type[Subscriber] | type[AsyncSubscriber] = Subscriber,
+    ) -> None:
+        self.clock = ManualClock(start=doc["start_ms"] / 1000.0, epoch=doc["now_s"])
         self.hot_events: list[bytes] = []
         self.cool_events: list[bytes] = []
         hs = HotSet(
@@ -53,64 +71,130 @@ class Driver:
             on_hot=lambda e: self.hot_events.append(e.key),
             on_cool=self.cool_events.append,
         )
-        self.core = SubscriberCore(hs, clock=self.clock)
-        self.store: dict[str, Message] = {}
+        self.ns = Namespace(prefix)
+        self.redis = client
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.sub: Any  # a Subscriber or an AsyncSubscriber (or a scratch copy of one)
+        self.aclient: aioredis.Redis | None = None
+        make: Any = subscriber
+        if inspect.iscoroutinefunction(subscriber.on_message):  # a scratch copy too
+            # The asyncio subscriber on its own loop, with an asyncio client of its own.
+            self.loop = asyncio.new_event_loop()
+            kw = client.connection_pool.connection_kwargs
+            self.aclient = aioredis.Redis(host=kw["host"], port=kw["port"])
+            self.sub = make(self.aclient, hs, namespace=self.ns, clock=self.clock)
+        else:
+            self.sub = make(client, hs, namespace=self.ns, clock=self.clock)
+        self.instances: set[str] = set()
+
+    def _run(self, result: Any) -> None:
+        """Await what the asyncio subscriber returns; the thread one returns None."""
+        if self.loop is not None:
+            self.loop.run_until_complete(result)
+
+    def _heartbeats(self) -> None:
+        """The daemons stay alive through a case: their heartbeats follow the clock."""
+        if self.instances:
+            now = self.clock.time()
+            self.redis.zadd(self.ns.instances, dict.fromkeys(self.instances, now))
 
     def step(self, step: dict[str, Any]) -> str | None:
         op = step["op"]
+        stats = self.sub.stats
         if op == "snapshot":
-            msg = Message.loads(json.dumps(step["data"]))
-            self.store[msg.instance] = msg
+            instance = step["data"]["instance"]
+            self.redis.set(self.ns.snapshot(instance), json.dumps(step["data"]))
+            self.instances.add(instance)
+            self._heartbeats()
             return None
         if op == "bootstrap":
-            self.core.on_subscribed()
-            self.core.apply_snapshots(list(self.store.values()))
+            self._heartbeats()
+            self._run(self.sub._bootstrap())  # what a (re)subscription runs
             return None
         if op == "advance":
             self.clock.advance(step["ms"] / 1000.0)
-            self.core.hotset.expire()
+            self.sub.hotset.expire()
             return None
         assert op == "message", op
-        raw = step["raw"] if "raw" in step else json.dumps(step["data"])
-        before = (self.core.stats.applied, self.core.stats.stale)
-        suspect = self.core.stats.suspect
-        msg = self.core.parse(raw.encode("utf-8"))  # type: ignore[assignment]
-        if msg is None:
-            return "suspect" if self.core.stats.suspect > suspect else "bad"
-        if self.core.on_event(msg):
-            snap = self.store.get(msg.instance)
-            self.core.after_resync(msg, [snap] if snap is not None else [])
-            return "suspect" if self.core.stats.suspect > suspect else "resynced"
-        return "applied" if self.core.stats.applied > before[0] else "stale"
+        self._heartbeats()
+        raw = (step["raw"] if "raw" in step else json.dumps(step["data"])).encode("utf-8")
+        raw = raw.ljust(step.get("pad_to", 0), b" ")
+        before = replace(stats)
+        self._run(self.sub.on_message(raw))
+        if stats.bad_messages > before.bad_messages:
+            return "bad"
+        if stats.suspect > before.suspect:
+            return "suspect"
+        if stats.resyncs > before.resyncs:
+            return "resynced"
+        if stats.applied > before.applied:
+            return "applied"
+        return "stale" if stats.stale > before.stale else ""
 
     def hot(self) -> set[tuple[bytes, int]]:
         now = self.clock.monotonic()
-        hs = self.core.hotset
+        hs = self.sub.hotset
         # items is keyed by ident(key, db): the bytes for db 0, (bytes, db) otherwise
         return {(it.entry.key, it.entry.db) for it in list(hs.items.values()) if it.expires > now}
+
+    def close(self) -> None:
+        if self.loop is None:
+            self.sub.stop()
+            return
+        self._run(self.sub.stop())
+        if self.aclient is not None:
+            self._run(self.aclient.aclose())
+        self.loop.close()
+
+
+def run_hotset_case(
+    doc: dict[str, Any],
+    case: dict[str, Any],
+    client: redis.Redis,
+    subscriber: type[Subscriber] | type[AsyncSubscriber] = Subscriber,
+) -> None:
+    """Run one case of a file in the hotset.json format; AssertionError names the step."""
+    d = Driver(doc, client, f"vec-{uuid.uuid4().hex[:12]}", subscriber)
+    try:
+        for i, step in enumerate(case["steps"]):
+            d.hot_events.clear()
+            d.cool_events.clear()
+            where = f"{case['name']} step {i} ({step['op']})"
+            skipped = d.sub.stats.bad_entries
+            outcome = d.step(step)
+            assert d.sub.stats.bad_entries - skipped == step.get("skipped", 0), where
+            if "outcome" in step:
+                want = step["outcome"]
+                assert outcome == want, f"{where}: outcome {outcome!r}, want {want!r}"
+            if "hot" in step:
+                assert d.hot() == {ident(e) for e in step["hot"]}, where
+            if "became_hot" in step:
+                want_hot = sorted(decode_key(e) for e in step["became_hot"])
+                assert sorted(d.hot_events) == want_hot, where
+            if "cooled" in step:
+                want_cool = sorted(decode_key(e) for e in step["cooled"])
+                assert sorted(d.cool_events) == want_cool, where
+    finally:
+        d.close()
 
 
 HOTSET = load("hotset.json")
 
 
+@pytest.fixture(scope="module")
+def vector_redis(shared_redis: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(shared_redis.url)
+    yield client
+    client.close()
+
+
+SUBSCRIBERS = {"thread": Subscriber, "asyncio": AsyncSubscriber}
+
+
+@pytest.mark.parametrize("kind", sorted(SUBSCRIBERS))
 @pytest.mark.parametrize("case", HOTSET["cases"], ids=[c["name"] for c in HOTSET["cases"]])
-def test_hotset_vector(case: dict[str, Any]) -> None:
-    d = Driver(HOTSET["start_ms"])
-    for i, step in enumerate(case["steps"]):
-        d.hot_events.clear()
-        d.cool_events.clear()
-        where = f"{case['name']} step {i} ({step['op']})"
-        skipped = d.core.stats.bad_entries
-        outcome = d.step(step)
-        assert d.core.stats.bad_entries - skipped == step.get("skipped", 0), where
-        if "outcome" in step:
-            assert outcome == step["outcome"], where
-        if "hot" in step:
-            assert d.hot() == {ident(e) for e in step["hot"]}, where
-        if "became_hot" in step:
-            assert sorted(d.hot_events) == sorted(decode_key(e) for e in step["became_hot"]), where
-        if "cooled" in step:
-            assert sorted(d.cool_events) == sorted(decode_key(e) for e in step["cooled"]), where
+def test_hotset_vector(case: dict[str, Any], kind: str, vector_redis: redis.Redis) -> None:
+    run_hotset_case(HOTSET, case, vector_redis, SUBSCRIBERS[kind])
 
 
 # ------------------------------------------------------------------- keys

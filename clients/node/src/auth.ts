@@ -4,9 +4,10 @@
  * key reads only what verifies. The MAC covers the exact bytes (no canonicalization).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { limit } from "./limits.js";
 
 export const AUTH_ENV_VAR = "HOTKEYD_AUTH_KEY";
-export const MIN_KEY_BYTES = 16;
+export const MIN_KEY_BYTES = limit("auth_key_bytes_min");
 const HEAD = Buffer.from(',"sig":"');
 const SUFFIX_LEN = HEAD.length + 64 + 2;
 

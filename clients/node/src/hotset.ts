@@ -4,6 +4,7 @@
  */
 import { isUtf8 } from "node:buffer";
 import type { CoolEntry, HotEntry, Key, Message } from "./wire.js";
+import { limit } from "./limits.js";
 
 /** Monotonic time source in milliseconds; tests pass a manual one. */
 export interface Clock {
@@ -75,12 +76,12 @@ export class HotSet {
 
   constructor(opts: HotSetOptions = {}) {
     this.clock = opts.clock ?? systemClock;
-    this.maxKeys = opts.maxKeys ?? 100_000;
-    this.maxInstances = opts.maxInstances ?? 10_000;
-    this.forgetIdleMs = opts.forgetIdleMs ?? 300_000;
-    this.maxTtlMs = opts.maxTtlMs ?? 60_000;
-    this.maxKeysPerInstance = opts.maxKeysPerInstance ?? 10_000;
-    this.maxSeqJump = opts.maxSeqJump ?? 1000;
+    this.maxKeys = opts.maxKeys ?? limit("hotset_keys_max");
+    this.maxInstances = opts.maxInstances ?? limit("hotset_instances_max");
+    this.forgetIdleMs = opts.forgetIdleMs ?? limit("hotset_forget_idle_s") * 1000;
+    this.maxTtlMs = opts.maxTtlMs ?? limit("hotset_ttl_ms_max");
+    this.maxKeysPerInstance = opts.maxKeysPerInstance ?? limit("hotset_keys_per_instance_max");
+    this.maxSeqJump = opts.maxSeqJump ?? limit("seq_jump_max");
   }
 
   addListener(l: { onHot?: (e: HotEntry) => void; onCool?: (k: Key) => void }): void {

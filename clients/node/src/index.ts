@@ -11,3 +11,4 @@ export {
   MAX_DEMAND_ENTRIES, MAX_ENTRIES, MAX_SEQ, MAX_TTL_MS, Namespace, WIRE_VERSION, WireError,
   type CoolEntry, type DemandRead, type DemandReport, type HotEntry, type Key, type Message, type WireKey,
 } from "./wire.js";
+export * from "./idempotency/index.js";

@@ -3,12 +3,15 @@
  * partitioned exactly like every hotkeyd reporter (murmur3_32(key, 0) mod partitions),
  * so all accesses of a key from every app and language reach one daemon of the group.
  */
-import { Kafka, type KafkaConfig, type Producer } from "kafkajs";
+// kafkajs is an optional peer dependency: only its types are imported here (erased at
+// build time), and start() loads it, so an app that never reports need not install it.
+import type { Kafka, KafkaConfig, Producer } from "kafkajs";
 import { isUtf8 } from "node:buffer";
 import { keyBytes } from "./keys.js";
 import { partitionFor } from "./murmur3.js";
+import { limit } from "./limits.js";
 
-export const MAX_REPORT_COUNT = 2 ** 32 - 1;
+export const MAX_REPORT_COUNT = limit("count_max");
 
 export interface ReporterOptions {
   brokers: string[];
@@ -53,8 +56,8 @@ export interface ReportMessage {
 export class Reporter {
   readonly stats: ReporterStats = { recorded: 0, sent: 0, messages: 0, dropped: 0, sendErrors: 0, requeued: 0 };
   private counts = new Map<string, number>(); // latin1 of the key bytes -> count
-  private producer: Producer;
-  private kafka: Kafka;
+  private producer?: Producer; // from start() on
+  private kafka?: Kafka;
   private partitions = 0;
   private timer?: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
@@ -62,15 +65,12 @@ export class Reporter {
   private closed = false; // close() gave up on the broker: late results change no stat
   private readonly pending = new Set<ReportMessage>(); // sent, result not known yet
   private readonly o: Required<Omit<ReporterOptions, "kafka">>;
+  private readonly kafkaOpts: ReporterOptions["kafka"];
 
   constructor(opts: ReporterOptions) {
     this.o = { flushIntervalMs: 100, maxKeys: 100_000, maxBytes: 256 << 10, maxMessageBytes: 1 << 20, sendTimeoutMs: 5000, idempotent: true, ...opts };
-    this.kafka = new Kafka({ clientId: "hotkeyd-reporter", logLevel: 0, ...opts.kafka, brokers: opts.brokers });
-    // Idempotent (kafkajs retries a request with the same sequence numbers until the broker
-    // answers, and the broker drops a duplicate): a request that timed out on a stalled
-    // broker and is appended when it resumes is never sent again as new counts.
+    this.kafkaOpts = opts.kafka;
     this.idempotentWrites = this.o.idempotent;
-    this.producer = this.o.idempotent ? this.kafka.producer({ allowAutoTopicCreation: false, idempotent: true }) : this.plainProducer();
   }
 
   /**
@@ -79,7 +79,7 @@ export class Reporter {
    * (timeout, lost connection) is dropped and counted, never re-sent.
    */
   private plainProducer(): Producer {
-    return this.kafka.producer({ allowAutoTopicCreation: false, retry: { retries: 0 } });
+    return this.kafka!.producer({ allowAutoTopicCreation: false, retry: { retries: 0 } });
   }
 
   /** Whether the producer writes idempotently (false when asked not to, or the broker has no producer ids). */
@@ -88,6 +88,12 @@ export class Reporter {
   }
 
   async start(): Promise<this> {
+    const { Kafka } = await loadKafkajs();
+    this.kafka = new Kafka({ clientId: "hotkeyd-reporter", logLevel: 0, ...this.kafkaOpts, brokers: this.o.brokers });
+    // Idempotent (kafkajs retries a request with the same sequence numbers until the broker
+    // answers, and the broker drops a duplicate): a request that timed out on a stalled
+    // broker and is appended when it resumes is never sent again as new counts.
+    this.producer = this.idempotentWrites ? this.kafka.producer({ allowAutoTopicCreation: false, idempotent: true }) : this.plainProducer();
     try {
       await this.producer.connect();
     } catch (err) {
@@ -135,11 +141,12 @@ export class Reporter {
       for (const n of this.counts.values()) this.stats.dropped += n;
       this.counts.clear();
     }
+    if (!this.producer) return; // never started
     await Promise.race([this.producer.disconnect().catch(() => {}), new Promise((r) => setTimeout(r, this.o.sendTimeoutMs).unref())]);
   }
 
   private async flush(final: boolean): Promise<void> {
-    if (this.closed || this.counts.size === 0) return;
+    if (this.closed || this.counts.size === 0 || !this.kafka) return; // not started: nothing to send with
     const counts = this.counts;
     this.counts = new Map();
     try {
@@ -195,7 +202,7 @@ export class Reporter {
   private async sendOne(partition: number, m: ReportMessage, final: boolean, retry: Map<string, number>): Promise<void> {
     let err: unknown;
     try {
-      const res = await this.producer.send({ topic: this.o.topic, messages: [{ partition, value: m.value }] });
+      const res = await this.producer!.send({ topic: this.o.topic, messages: [{ partition, value: m.value }] });
       // kafkajs leaves out, silently, a partition its metadata does not know.
       if (!res.some((r) => r.partition === partition && r.errorCode === 0)) err = new Error(`partition ${partition} not acknowledged`);
     } catch (e) {
@@ -292,4 +299,16 @@ export function encodeMessages(items: [Buffer, number][], maxBytes = 256 << 10):
   if (lines.length > 0) out.push({ value: Buffer.concat(lines), items: lineItems });
   if (odd.length > 0) out.push({ value: Buffer.from(JSON.stringify({ v: 1, keys: odd })), items: oddItems });
   return out;
+}
+
+/** kafkajs, loaded on the first Reporter.start(); one clear error when it is not installed. */
+async function loadKafkajs(): Promise<typeof import("kafkajs")> {
+  try {
+    return await import("kafkajs");
+  } catch (err) {
+    if ((err as { code?: string }).code === "ERR_MODULE_NOT_FOUND") {
+      throw new Error("the hotkeyd Reporter needs kafkajs, an optional peer dependency: npm install kafkajs", { cause: err });
+    }
+    throw err;
+  }
 }

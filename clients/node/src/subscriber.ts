@@ -10,6 +10,7 @@ import { Cluster, type Redis } from "ioredis";
 import type { MessageAuth } from "./auth.js";
 import { HotSet, type ApplyResult, type HotSetOptions } from "./hotset.js";
 import { decodeInvalidation, decodeMessage, Namespace, WireError, type Message } from "./wire.js";
+import { limit } from "./limits.js";
 
 export type RedisLike = Redis | Cluster;
 
@@ -79,7 +80,7 @@ export class Subscriber {
     readonly client: RedisLike,
     opts: SubscriberOptions = {},
   ) {
-    this.o = { staleAfterMs: 30_000, resyncEveryMs: 60_000, maxMessageBytes: 4 << 20, maxClockSkewMs: 300_000, healthIntervalMs: 5000, wallClock: Date.now, ...opts };
+    this.o = { staleAfterMs: limit("instance_max_age_s") * 1000, resyncEveryMs: 60_000, maxMessageBytes: limit("message_bytes_max"), maxClockSkewMs: limit("clock_skew_s_max") * 1000, healthIntervalMs: 5000, wallClock: Date.now, ...opts };
     this.namespace = opts.namespace ?? new Namespace();
     this.hotSet = new HotSet(opts.hotSet);
   }
@@ -99,7 +100,7 @@ export class Subscriber {
     if (this.o.onInvalidate) channels.push(this.namespace.invalidateChannel);
     sub.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
       this.heard = Date.now();
-      void this.onMessage(channel.toString(), message);
+      void this.handleMessage(channel.toString(), message);
     });
     try {
       // Sharded channels live on the node that serves their slot: one SSUBSCRIBE each.
@@ -174,7 +175,13 @@ export class Subscriber {
     sub.disconnect(true);
   }
 
-  private async onMessage(channel: string, payload: Buffer): Promise<void> {
+  /**
+   * What the subscription does with each message it receives (the conformance vectors
+   * drive it too): an invalidation goes to onInvalidate; a notification is parsed, applied,
+   * and on a sequence gap the instance's snapshot is read and applied first. Problems with
+   * the content are counted, never thrown.
+   */
+  async handleMessage(channel: string, payload: Buffer): Promise<void> {
     if (channel === this.namespace.invalidateChannel) {
       try {
         const { origin, keys } = decodeInvalidation(payload);

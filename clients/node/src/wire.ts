@@ -3,6 +3,7 @@
  * events channel, snapshots, invalidations and demand reports.
  */
 import { isUtf8 } from "node:buffer";
+import { limit } from "./limits.js";
 
 export const WIRE_VERSION = 1;
 
@@ -89,12 +90,12 @@ export function decodeKey(obj: unknown): Buffer {
   throw new WireError(`unknown key encoding ${JSON.stringify(enc)}`);
 }
 
-/** Limits of the wire format (docs/wire-format.md, "Untrusted input"). */
-export const MAX_SEQ = 2 ** 63 - 1;
-export const MAX_TTL_MS = 86_400_000;
-export const MAX_ENTRIES = 10_000;
-const MAX_NAME = 256;
-const MAX_DB = 2 ** 31 - 1;
+/** Limits of the wire format (spec/limits.json; docs/wire-format.md, "Untrusted input"). */
+export const MAX_SEQ = limit("seq_max");
+export const MAX_TTL_MS = limit("ttl_ms_max");
+export const MAX_ENTRIES = limit("message_entries_max");
+const MAX_NAME = limit("name_chars_max");
+const MAX_DB = limit("db_max");
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -207,10 +208,10 @@ export function decodeInvalidation(payload: string | Buffer): { origin: string; 
 }
 
 /** Most entries in one demand report; the heaviest are kept. */
-export const MAX_DEMAND_ENTRIES = 1000;
-const MAX_DEMAND_COUNT = 2 ** 32 - 1;
+export const MAX_DEMAND_ENTRIES = limit("demand_entries_max");
+const MAX_DEMAND_COUNT = limit("count_max");
 /** Largest demand report (bytes): receivers drop a larger one whole. */
-export const MAX_DEMAND_BYTES = 1 << 20;
+export const MAX_DEMAND_BYTES = limit("demand_report_bytes_max");
 
 /** What a cache served locally for one key in one interval, and who announced the key. */
 export interface DemandRead extends Key {

@@ -5,8 +5,8 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
-  buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
-  keyBytes, MessageAuth, murmur3, partitionFor, shardOf, SHARD_SEED, Subscriber, type Key, type RedisLike, type WireKey,
+  buildDemandReports, decodeInvalidation, decodeKey, encodeInvalidation, encodeKey,
+  keyBytes, MessageAuth, murmur3, Namespace, partitionFor, shardOf, SHARD_SEED, Subscriber, type Key, type RedisLike, type WireKey,
 } from "../src/index.js";
 
 const SPEC = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "spec", "vectors");
@@ -100,56 +100,68 @@ test("demand.json", () => {
   }
 });
 
-test("hotset.json", () => {
-  const v = load("hotset.json");
+/**
+ * A pretend Redis for the subscriber: the snapshot each instance keeps, served by the two
+ * commands the subscriber reads snapshots with.
+ */
+function snapshotStore(store: Map<string, unknown>, ns: Namespace): RedisLike {
+  const prefix = ns.snapshot("");
+  return {
+    zrangebyscore: async () => [...store.keys()].sort(),
+    getBuffer: async (key: string) => {
+      const data = key.startsWith(prefix) ? store.get(key.slice(prefix.length)) : undefined;
+      return data === undefined ? null : Buffer.from(JSON.stringify(data));
+    },
+  } as unknown as RedisLike;
+}
+
+/**
+ * Feed a file in the hotset.json format through the subscriber's own entry points: the
+ * message handler a live subscription calls, and its bootstrap. The outcome is read from
+ * the subscriber's counters.
+ */
+async function runHotSetVectors(file: string): Promise<void> {
+  const v = load(file);
   assert.ok(v.cases.length > 0);
   for (const c of v.cases) {
+    if (c.skip?.node) continue;
     let now = v.start_ms;
     let became: Key[] = [];
     let cooled: Key[] = [];
-    const sub = new Subscriber({} as RedisLike, {
+    const store = new Map<string, unknown>();
+    const ns = new Namespace();
+    const sub = new Subscriber(snapshotStore(store, ns), {
+      namespace: ns,
       hotSet: { clock: { now: () => now } },
       wallClock: () => v.now_s * 1000 + (now - v.start_ms),
     });
     const hs = sub.hotSet;
     hs.addListener({ onHot: (e) => became.push(e), onCool: (k) => cooled.push(k) });
-    const store = new Map<string, unknown>();
-    const snapshots = (only?: string) => {
-      const out = [];
-      for (const name of [...store.keys()].sort()) {
-        if (only !== undefined && name !== only) continue;
-        try {
-          const m = decodeMessage(JSON.stringify(store.get(name)));
-          m.full = true;
-          out.push(m);
-        } catch {
-          /* a bad snapshot is skipped */
-        }
-      }
-      return out;
-    };
-    c.steps.forEach((s: Record<string, any>, i: number) => {
+    for (const [i, s] of (c.steps as Record<string, any>[]).entries()) {
       became = [];
       cooled = [];
       let outcome = "";
       const where = `${c.name} step ${i}`;
       const before = { ...sub.stats };
       if (s.op === "snapshot") store.set(s.data.instance, s.data);
-      else if (s.op === "bootstrap") for (const m of snapshots()) hs.apply(m, true);
+      else if (s.op === "bootstrap") await sub.bootstrap();
       else if (s.op === "advance") {
         now += s.ms;
         hs.expire();
       } else if (s.op === "message") {
-        const msg = sub.parse(Buffer.from(s.raw ?? JSON.stringify(s.data)));
-        if (msg === undefined) outcome = sub.stats.suspect > before.suspect ? "suspect" : "bad";
-        else {
-          const r = hs.apply(msg);
-          if (r === "gap") {
-            const after = sub.afterResync(msg, snapshots(msg.instance));
-            outcome = after === "suspect" ? "suspect" : "resynced";
-          } else outcome = r;
-        }
-        assert.equal(sub.stats.badEntries - before.badEntries, s.skipped ?? 0, `${where}: skipped`);
+        let payload = Buffer.from(s.raw ?? JSON.stringify(s.data));
+        if (s.pad_to > payload.length) payload = Buffer.concat([payload, Buffer.alloc(s.pad_to - payload.length, " ")]);
+        await sub.handleMessage(ns.eventsChannel, payload);
+        const after = sub.stats;
+        outcome =
+          after.badMessages > before.badMessages ? "bad"
+          : after.suspect > before.suspect ? "suspect"
+          : after.gaps > before.gaps ? "resynced"
+          : after.applied > before.applied ? "applied"
+          : after.stale > before.stale ? "stale"
+          : after.refused > before.refused ? "refused"
+          : "";
+        assert.equal(after.badEntries - before.badEntries, s.skipped ?? 0, `${where}: skipped`);
       } else assert.fail(`${where}: unknown op ${s.op}`);
       if (s.outcome) assert.equal(outcome, s.outcome, where);
       const withDb = (ks: Key[]) => ks.map((k) => `${k.db}/${k.bytes.toString("hex")}`).sort();
@@ -158,7 +170,33 @@ test("hotset.json", () => {
       if (s.hot) assert.deepEqual(withDb(hs.keys()), withDb(want(s.hot)), `${where}: hot`);
       if (s.became_hot) assert.deepEqual(bytesOnly(became), bytesOnly(want(s.became_hot)), `${where}: became_hot`);
       if (s.cooled) assert.deepEqual(bytesOnly(cooled), bytesOnly(want(s.cooled)), `${where}: cooled`);
-    });
+    }
+  }
+}
+
+test("hotset.json", () => runHotSetVectors("hotset.json"));
+
+test("limits.json: the hot-set cases, through the same runner", () => runHotSetVectors("limits.json"));
+
+test("limits.json: the signing key's minimum length", () => {
+  const v = load("limits.json");
+  assert.ok(v.auth.length > 0);
+  for (const c of v.auth) {
+    if (c.error) assert.throws(() => new MessageAuth([c.key_utf8]), `key of ${c.key_utf8.length} bytes`);
+    else new MessageAuth([c.key_utf8]);
+  }
+});
+
+test("namespace.json", () => {
+  const v = load("namespace.json");
+  assert.ok(v.cases.length > 0);
+  for (const c of v.cases) {
+    const ns = new Namespace(c.prefix ?? undefined, c.channel ?? undefined);
+    const got = {
+      events: ns.eventsChannel, invalidate: ns.invalidateChannel, demand: ns.demandChannel(c.instance),
+      instances: ns.instances, snapshot: ns.snapshot(c.instance),
+    };
+    for (const [what, name] of Object.entries(got)) assert.equal(name, c.names[what], `${c.name}: ${what}`);
   }
 });
 

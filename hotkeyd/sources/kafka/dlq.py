@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hotkeyd.clock import Clock
-from hotkeyd.conn.kafka import KafkaSettings, check_reachable, kafka_python
+from hotkeyd.conn.kafka import KafkaSettings
+from hotkeyd.conn.producer import LazyProducer
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.formats import RecordLike
 from hotkeyd.ratelog import RateLimitedLog
@@ -50,14 +51,21 @@ class DeadLetters:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        self._factory = producer_factory
-        self._producer: Any = None
-        self._retry_at = 0.0
         self._log = RateLimitedLog(logger, 10.0, clock.monotonic)
+        kwargs = settings.producer_kwargs()
+        kwargs.update(max_block_ms=2_000, linger_ms=50)
+        self._producer = LazyProducer(
+            kwargs.pop("bootstrap_servers"),
+            kwargs,
+            monotonic=clock.monotonic,
+            retry=_RETRY_CONNECT,
+            factory=producer_factory,
+            on_error=self._failed,
+        )
 
     def forward(self, tp: Any, reason: str, rec: RecordLike) -> None:
         """Queue ``rec`` for the dead-letter topic; never raises."""
-        producer = self._ensure_producer()
+        producer = self._producer.get()
         if producer is None:
             return
         headers = [
@@ -76,34 +84,8 @@ class DeadLetters:
 
     def close(self) -> None:
         """Deliver what is queued (up to 5 s) and close the producer."""
-        producer, self._producer = self._producer, None
-        if producer is None:
-            return
-        try:
-            producer.close(timeout=5)
-        except Exception as exc:
-            logger.warning("kafka: closing the dead-letter producer failed: %s", exc)
+        self._producer.drop(5.0)
 
     def _failed(self, exc: BaseException) -> None:
         self._metrics.source_errors.labels(source="kafka", kind="dlq").inc()
         self._log.warning("dlq", "kafka: dead-letter forwarding to %s failed: %s", self.topic, exc)
-
-    def _ensure_producer(self) -> Any:
-        if self._producer is not None:
-            return self._producer
-        now = self._clock.monotonic()
-        if now < self._retry_at:
-            return None
-        kafka_producer = kafka_python().KafkaProducer
-        factory = self._factory or kafka_producer
-        kwargs = self._settings.producer_kwargs()
-        kwargs.update(max_block_ms=2_000, linger_ms=50)
-        try:
-            if factory is kafka_producer:
-                check_reachable(self._settings.bootstrap)  # a failed constructor leaks sockets
-            self._producer = factory(**kwargs)
-        except Exception as exc:
-            self._retry_at = now + _RETRY_CONNECT
-            self._failed(exc)
-            return None
-        return self._producer

@@ -55,6 +55,7 @@ _POLL_MS = 100
 _LAG_EVERY = 1.0
 _LOG_EVERY = 10.0
 _MAX_BACKOFF = 30.0
+_POLLED_WELL = 10.0  # s a consumer polled without failing: the next failure waits 0.25-0.5 s
 
 
 def _offset_and_metadata(offset: int) -> Any:
@@ -246,8 +247,12 @@ class KafkaSource:
 
     # -- consumer thread ------------------------------------------------------------------
     def _run(self) -> None:
-        backoff = Backoff(0.5, _MAX_BACKOFF)
-        failures = 0
+        backoff = Backoff(0.5, _MAX_BACKOFF)  # connecting
+        # Polling: its own schedule, not reset by the reconnect that follows each failure
+        # (a batch that fails fails every fresh consumer again, after a few empty polls
+        # while it joins the group); reset once a consumer has polled well for a while.
+        poll_backoff = Backoff(0.5, _MAX_BACKOFF)
+        connected_at = 0.0
         try:
             while not self._stop.is_set():
                 if self._consumer is None:
@@ -267,24 +272,24 @@ class KafkaSource:
                         self._stop.wait(delay)
                         continue
                     backoff.reset()
-                    failures = 0
+                    connected_at = self._clock.monotonic()
                     self._connected = True
                     logger.info(
                         "kafka: connected, subscribed to %s", ",".join(self.settings.topics)
                     )
                 try:
                     self._step()
-                    failures = 0
                     self._poll_error = None
                 except Exception as exc:
                     # Never poll a consumer that raised again: kafka-python's fetcher can
                     # be left spinning at 100 % CPU (seen after UnsupportedCodecError). A
                     # fresh consumer resumes from the committed offsets.
                     self._poll_since = None
-                    failures += 1
                     self._poll_error = f"poll failed: {type(exc).__name__}: {exc}"[:300]
                     self._metrics.source_errors.labels(source=self.name, kind="poll").inc()
-                    wait = min(0.5 * 2 ** min(failures - 1, 6), _MAX_BACKOFF)
+                    if self._clock.monotonic() - connected_at >= _POLLED_WELL:
+                        poll_backoff.reset()
+                    wait = poll_backoff.next_delay()
                     self._log(
                         logging.WARNING,
                         "poll",

@@ -8,30 +8,17 @@ both ways so the two cannot drift apart).
 from __future__ import annotations
 
 import logging
-import os
-from types import ModuleType
+
+from hotkeyd import native_or_twin
 
 __all__ = ["IMPLEMENTATION", "Parser", "Table", "extract", "impl"]
 
 logger = logging.getLogger(__name__)
 
 
-def _choose() -> tuple[ModuleType, str]:
-    from hotkeyd.sources.monitor import _monitor_py
-
-    if os.environ.get("HOTKEYD_PURE_PYTHON", "") not in ("", "0"):
-        return _monitor_py, "python"
-    try:
-        from hotkeyd.sources.monitor import _monitor
-    except ImportError:
-        logger.warning(
-            "hotkeyd.sources.monitor._monitor (C) not built; the MONITOR tap uses the slower Python twin"
-        )
-        return _monitor_py, "python"
-    return _monitor, "c"
-
-
-impl, IMPLEMENTATION = _choose()
+impl, IMPLEMENTATION = native_or_twin(
+    "hotkeyd.sources.monitor._monitor", "hotkeyd.sources.monitor._monitor_py"
+)
 Parser = impl.Parser
 Table = impl.Table
 extract = impl.extract

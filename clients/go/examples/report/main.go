@@ -12,14 +12,14 @@ import (
 	"strconv"
 	"strings"
 
-	hotkeyd "github.com/hotkeyd/hotkeyd/clients/go"
+	"github.com/hotkeyd/hotkeyd/clients/go/reporter"
 )
 
 func main() {
 	brokers := flag.String("brokers", "127.0.0.1:9092", "comma-separated bootstrap servers")
 	topic := flag.String("topic", "hotkeyd-accesses", "topic")
 	flag.Parse()
-	r, err := hotkeyd.NewReporter(hotkeyd.ReporterOptions{Brokers: strings.Split(*brokers, ","), Topic: *topic})
+	r, err := reporter.New(reporter.Options{Brokers: strings.Split(*brokers, ","), Topic: *topic})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -13,10 +13,10 @@ import java.util.TreeMap;
  * announced the key), so the daemon keeps seeing the demand the cache absorbs.
  */
 public final class Demand {
-  public static final int MAX_ENTRIES = 1000;
-  public static final long MAX_COUNT = 0xffffffffL;
+  public static final int MAX_ENTRIES = Limits.DEMAND_ENTRIES_MAX;
+  public static final long MAX_COUNT = Limits.COUNT_MAX;
   /** Largest message (bytes): receivers drop bigger ones whole, so long keys are left out. */
-  public static final int MAX_BYTES = 1 << 20;
+  public static final int MAX_BYTES = Limits.DEMAND_REPORT_BYTES_MAX;
 
   private Demand() {}
 

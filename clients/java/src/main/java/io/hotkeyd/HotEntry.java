@@ -14,8 +14,8 @@ public record HotEntry(
     return id.db();
   }
 
-  static final long MAX_TTL_MS = 86_400_000L;
-  static final int MAX_NAME = 256;
+  static final long MAX_TTL_MS = Limits.TTL_MS_MAX;
+  static final int MAX_NAME = Limits.NAME_CHARS_MAX;
 
   /** Validate and build an entry; {@link WireException} on anything off the format. */
   static HotEntry fromJson(JsonNode o) {
@@ -32,7 +32,7 @@ public record HotEntry(
     }
     byte[] key = Wire.decodeKey(o);
     return new HotEntry(
-        new KeyId(key, (int) intField(o, "db", 0, Integer.MAX_VALUE, 0L)),
+        new KeyId(key, (int) intField(o, "db", 0, Limits.DB_MAX, 0L)),
         numField(o, "rate", null),
         nameField(o, "rule", null),
         intField(o, "ttl_ms", 0, MAX_TTL_MS, null),

@@ -24,13 +24,13 @@ import org.slf4j.LoggerFactory;
 public final class HotSet {
   private static final Logger LOG = LoggerFactory.getLogger(HotSet.class);
   /** Instances holding no keys are forgotten after this long without a message. */
-  private static final long FORGET_IDLE_NANOS = 300_000_000_000L;
+  private static final long FORGET_IDLE_NANOS = Limits.HOTSET_FORGET_IDLE_S * 1_000_000_000L;
 
   private final Clock clock;
   private final int maxKeys;
-  private volatile long maxTtlMs = 60_000;
-  private volatile int maxKeysPerInstance = 10_000;
-  private volatile long maxSeqJump = 1_000;
+  private volatile long maxTtlMs = Limits.HOTSET_TTL_MS_MAX;
+  private volatile int maxKeysPerInstance = Limits.HOTSET_KEYS_PER_INSTANCE_MAX;
+  private volatile long maxSeqJump = Limits.SEQ_JUMP_MAX;
   private final AtomicLong clamped = new AtomicLong();
   private final ConcurrentHashMap<KeyId, HotItem> items = new ConcurrentHashMap<>();
   private final Map<String, Instance> instances = new HashMap<>();
@@ -55,7 +55,7 @@ public final class HotSet {
   }
 
   public HotSet(Clock clock) {
-    this(clock, 100_000);
+    this(clock, Limits.HOTSET_KEYS_MAX);
   }
 
   public Clock clock() {

@@ -35,18 +35,23 @@ public record Message(
     JsonNode instance = o.get("instance");
     if (instance == null || !instance.isTextual() || instance.asText().isEmpty()
         || instance.asText().length() > HotEntry.MAX_NAME) {
-      throw new WireException("instance must be a non-empty string of at most 256 characters");
+      throw new WireException(
+          "instance must be a non-empty string of at most " + HotEntry.MAX_NAME + " characters");
     }
-    long seq = HotEntry.intField(o, "seq", 0, Long.MAX_VALUE, null);
+    long seq = HotEntry.intField(o, "seq", 0, Limits.SEQ_MAX, null);
     double ts = HotEntry.numField(o, "ts", null);
     boolean full = flag(o, "full");
     boolean fin = flag(o, "final");
     JsonNode hotRaw = list(o, "hot");
     JsonNode coolRaw = list(o, "cool");
     list(o, "top");
-    int skipped = 0;
+    int skipped = Math.max(0, hotRaw.size() + coolRaw.size() - Limits.MESSAGE_ENTRIES_MAX);
+    int room = Limits.MESSAGE_ENTRIES_MAX;
     List<HotEntry> hot = new ArrayList<>();
     for (JsonNode h : hotRaw) {
+      if (room-- <= 0) {
+        break;
+      }
       try {
         hot.add(HotEntry.fromJson(h));
       } catch (WireException e) {
@@ -55,13 +60,16 @@ public record Message(
     }
     List<KeyId> cool = new ArrayList<>();
     for (JsonNode c : coolRaw) {
+      if (room-- <= 0) {
+        break;
+      }
       try {
         if (!c.isObject()) {
           throw new WireException("cool entry is not an object");
         }
         HotEntry.nameField(c, "rule", "");
         cool.add(new KeyId(Wire.decodeKey(c),
-            (int) HotEntry.intField(c, "db", 0, Integer.MAX_VALUE, 0L)));
+            (int) HotEntry.intField(c, "db", 0, Limits.DB_MAX, 0L)));
       } catch (WireException e) {
         skipped++;
       }

@@ -21,7 +21,7 @@ import javax.crypto.spec.SecretKeySpec;
  */
 public final class MessageAuth {
   public static final String ENV_VAR = "HOTKEYD_AUTH_KEY";
-  public static final int MIN_KEY_BYTES = 16;
+  public static final int MIN_KEY_BYTES = Limits.AUTH_KEY_BYTES_MIN;
   private static final byte[] HEAD = ",\"sig\":\"".getBytes(StandardCharsets.US_ASCII);
   static final int SUFFIX_LEN = HEAD.length + 64 + 2;
   private static final HexFormat HEX = HexFormat.of();

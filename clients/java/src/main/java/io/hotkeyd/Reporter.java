@@ -48,7 +48,7 @@ import org.slf4j.LoggerFactory;
  */
 public final class Reporter implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Reporter.class);
-  static final long MAX_COUNT = 0xffffffffL;
+  static final long MAX_COUNT = Limits.COUNT_MAX;
 
   private final Producer<byte[], byte[]> producer;
   private final String topic;

@@ -52,8 +52,6 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Subscriber.class);
 
   private final UnifiedJedis jedis;
-  private final Clock clock;
-  private final double staleAfterSeconds;
   private final long expireIntervalMillis;
   private final long resyncIntervalMillis;
   private final long healthIntervalNanos;
@@ -76,10 +74,9 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private ScheduledExecutorService health;
 
   private Subscriber(Builder b) {
-    super(b.hotset != null ? b.hotset : new HotSet(b.clock, b.maxKeys), b.namespace);
+    super(b.hotset != null ? b.hotset : new HotSet(b.clock, b.maxKeys), b.namespace,
+        redisSnapshots(b.jedis, b.namespace), b.staleAfterSeconds);
     this.jedis = b.jedis;
-    this.clock = hotset.clock();
-    this.staleAfterSeconds = b.staleAfterSeconds;
     this.expireIntervalMillis = b.expireIntervalMillis;
     this.resyncIntervalMillis = b.resyncIntervalMillis;
     this.healthIntervalNanos = TimeUnit.MILLISECONDS.toNanos(b.healthIntervalMillis);
@@ -106,8 +103,8 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     private Namespace namespace = Namespace.DEFAULT;
     private Clock clock = Clock.SYSTEM;
     private HotSet hotset;
-    private int maxKeys = 100_000;
-    private double staleAfterSeconds = 30.0;
+    private int maxKeys = Limits.HOTSET_KEYS_MAX;
+    private double staleAfterSeconds = Limits.INSTANCE_MAX_AGE_S;
     private long expireIntervalMillis = 50;
     private long resyncIntervalMillis = 60_000;
     private long healthIntervalMillis = 5_000;
@@ -292,39 +289,25 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
 
   // ------------------------------------------------------------------ resync
 
-  /** Read the snapshots of live instances (or of one) from Redis. */
-  public List<Message> readSnapshots(String instance) {
-    List<String> ids;
-    if (instance != null) {
-      ids = List.of(instance);
-    } else {
-      double now = clock.currentTimeMillis() / 1000.0;
-      ids = new ArrayList<>(
-          jedis.zrangeByScore(namespace.instances(), now - staleAfterSeconds, Double.POSITIVE_INFINITY));
-    }
-    if (ids.isEmpty()) {
-      return List.of();
-    }
-    byte[][] keys = new byte[ids.size()][];
-    for (int i = 0; i < keys.length; i++) {
-      keys[i] = namespace.snapshot(ids.get(i)).getBytes(StandardCharsets.UTF_8);
-    }
-    // One MGET: the snapshot keys share the {prefix} hash tag (one cluster slot).
-    List<byte[]> raws = jedis.mget(keys);
-    List<Message> out = new ArrayList<>();
-    for (int i = 0; i < keys.length; i++) {
-      byte[] raw = raws.get(i);
-      if (raw == null || (raw = verified(raw)) == null) {
-        continue;
+  /** The snapshots in Redis: the instance registry, and one MGET for the snapshot keys. */
+  private static SnapshotStore redisSnapshots(UnifiedJedis jedis, Namespace namespace) {
+    return new SnapshotStore() {
+      @Override
+      public List<String> live(double sinceSeconds) {
+        return new ArrayList<>(
+            jedis.zrangeByScore(namespace.instances(), sinceSeconds, Double.POSITIVE_INFINITY));
       }
-      try {
-        out.add(Message.parse(raw).asFull());
-      } catch (WireException e) {
-        stats.badMessages.incrementAndGet();
-        LOG.warn("corrupt snapshot of instance {}: {}", ids.get(i), e.getMessage());
+
+      @Override
+      public List<byte[]> get(List<String> ids) {
+        byte[][] keys = new byte[ids.size()][];
+        for (int i = 0; i < keys.length; i++) {
+          keys[i] = namespace.snapshot(ids.get(i)).getBytes(StandardCharsets.UTF_8);
+        }
+        // One MGET: the snapshot keys share the {prefix} hash tag (one cluster slot).
+        return jedis.mget(keys);
       }
-    }
-    return out;
+    };
   }
 
   // -------------------------------------------------------------------- loop
@@ -599,16 +582,6 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       onInvalidation(message);
       return;
     }
-    Message msg = parse(message);
-    if (msg != null && onEvent(msg)) {
-      List<Message> snaps;
-      try {
-        snaps = readSnapshots(msg.instance());
-      } catch (RuntimeException e) {
-        LOG.warn("resync of {} failed: {}", msg.instance(), e.getMessage());
-        snaps = List.of();
-      }
-      afterResync(msg, snaps);
-    }
+    onEventMessage(message);
   }
 }

@@ -1,5 +1,6 @@
 package io.hotkeyd;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
@@ -8,7 +9,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The I/O-free half of a subscriber: how messages, snapshots and gaps change the hot set.
- * {@link Subscriber} adds Redis; the conformance tests drive this class directly.
+ * {@link Subscriber} adds the Redis connection and a Redis {@link SnapshotStore}; the
+ * conformance tests feed the same handler ({@link #onEventMessage}) with a map for a store.
  */
 public class SubscriberCore {
   private static final Logger LOG = LoggerFactory.getLogger(SubscriberCore.class);
@@ -19,11 +21,93 @@ public class SubscriberCore {
   private final List<Consumer<byte[]>> invalidationListeners = new CopyOnWriteArrayList<>();
   private final List<Runnable> resetListeners = new CopyOnWriteArrayList<>();
 
+  private final SnapshotStore snapshots;
+  private final double staleAfterSeconds;
   private volatile MessageAuth auth;
 
+  /** Where a subscriber reads the daemons' snapshots (Redis in {@link Subscriber}). */
+  public interface SnapshotStore {
+    /** Ids of the instances whose last heartbeat is at or after {@code sinceSeconds} (unix s). */
+    List<String> live(double sinceSeconds);
+
+    /** The raw snapshots of {@code ids}, in order; null for an instance that has none. */
+    List<byte[]> get(List<String> ids);
+  }
+
+  /** A store with no snapshot at all. */
+  public static final SnapshotStore NO_SNAPSHOTS = new SnapshotStore() {
+    @Override
+    public List<String> live(double sinceSeconds) {
+      return List.of();
+    }
+
+    @Override
+    public List<byte[]> get(List<String> ids) {
+      return new ArrayList<>(java.util.Collections.nCopies(ids.size(), (byte[]) null));
+    }
+  };
+
   public SubscriberCore(HotSet hotset, Namespace namespace) {
+    this(hotset, namespace, NO_SNAPSHOTS, Limits.INSTANCE_MAX_AGE_S);
+  }
+
+  /**
+   * A core that reads snapshots from {@code snapshots}, skipping instances whose heartbeat is
+   * older than {@code staleAfterSeconds}.
+   */
+  public SubscriberCore(HotSet hotset, Namespace namespace, SnapshotStore snapshots,
+      double staleAfterSeconds) {
     this.hotset = hotset;
     this.namespace = namespace;
+    this.snapshots = snapshots;
+    this.staleAfterSeconds = staleAfterSeconds;
+  }
+
+  /**
+   * Handle one message of the events channel, as the live subscription does with each one:
+   * parse it, apply it, and on a sequence gap read its instance's snapshot, apply that, then
+   * the message. Problems with the content are counted and logged, never thrown.
+   */
+  public void onEventMessage(byte[] message) {
+    Message msg = parse(message);
+    if (msg != null && onEvent(msg)) {
+      List<Message> snaps;
+      try {
+        snaps = readSnapshots(msg.instance());
+      } catch (RuntimeException e) {
+        LOG.warn("resync of {} failed: {}", msg.instance(), e.getMessage());
+        snaps = List.of();
+      }
+      afterResync(msg, snaps);
+    }
+  }
+
+  /** Read the snapshots of live instances (or of one); a bad one is skipped and counted. */
+  public List<Message> readSnapshots(String instance) {
+    List<String> ids;
+    if (instance != null) {
+      ids = List.of(instance);
+    } else {
+      ids = snapshots.live(hotset.clock().currentTimeMillis() / 1000.0 - staleAfterSeconds);
+    }
+    if (ids.isEmpty()) {
+      return List.of();
+    }
+    List<byte[]> raws = snapshots.get(ids);
+    List<Message> out = new ArrayList<>();
+    for (int i = 0; i < ids.size(); i++) {
+      byte[] raw = raws.get(i);
+      if (raw == null || (raw = verified(raw)) == null) {
+        continue;
+      }
+      try {
+        out.add(Message.parse(raw).asFull());
+      } catch (WireException e) {
+        stats.badMessages.incrementAndGet();
+        LOG.warn("corrupt snapshot of instance {}: {}", ids.get(i), e.getMessage());
+      }
+    }
+    return out;
   }
 
   /** Read only messages and snapshots signed with a shared key (null: accept unsigned). */
@@ -92,9 +176,9 @@ public class SubscriberCore {
   }
 
   /** Messages above this size are dropped unparsed. */
-  public static final int MAX_MESSAGE_BYTES = 4 << 20;
+  public static final int MAX_MESSAGE_BYTES = Limits.MESSAGE_BYTES_MAX;
   /** A message whose ts is further ahead of the wall clock than this (s) is suspect. */
-  public static final double MAX_CLOCK_SKEW = 300.0;
+  public static final double MAX_CLOCK_SKEW = Limits.CLOCK_SKEW_S_MAX;
 
   /**
    * Parse a notification; null when malformed (counted in {@code badMessages}) or suspect

@@ -13,6 +13,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.HexFormat;
@@ -49,11 +50,15 @@ class ConformanceTest {
 
   // ------------------------------------------------------------------ hot set
 
-  /** SubscriberCore + HotSet on a manual clock; {@code store} plays Redis' snapshots. */
+  /**
+   * A SubscriberCore and HotSet on a manual clock, driven through the subscriber's own
+   * handler ({@link SubscriberCore#onEventMessage}, what a live subscription calls for each
+   * message) and bootstrap; {@code store} plays Redis' snapshots.
+   */
   static final class Driver {
     final ManualClock clock;
     final SubscriberCore core;
-    final Map<String, Message> store = new LinkedHashMap<>();
+    final Map<String, byte[]> store = new LinkedHashMap<>();
     final List<byte[]> hot = new ArrayList<>();
     final List<byte[]> cooled = new ArrayList<>();
 
@@ -71,20 +76,32 @@ class ConformanceTest {
           cooled.add(k.key());
         }
       });
-      core = new SubscriberCore(hs, Namespace.DEFAULT);
+      SubscriberCore.SnapshotStore snapshots = new SubscriberCore.SnapshotStore() {
+        @Override
+        public List<String> live(double sinceSeconds) {
+          return new ArrayList<>(new java.util.TreeSet<>(store.keySet()));
+        }
+
+        @Override
+        public List<byte[]> get(List<String> ids) {
+          List<byte[]> out = new ArrayList<>();
+          ids.forEach(id -> out.add(store.get(id)));
+          return out;
+        }
+      };
+      core = new SubscriberCore(hs, Namespace.DEFAULT, snapshots, Limits.INSTANCE_MAX_AGE_S);
     }
 
     String step(JsonNode step) throws IOException {
       String op = step.get("op").asText();
       switch (op) {
         case "snapshot" -> {
-          Message m = Message.parse(JSON.writeValueAsBytes(step.get("data")));
-          store.put(m.instance(), m);
+          store.put(step.get("data").get("instance").asText(), JSON.writeValueAsBytes(step.get("data")));
           return null;
         }
         case "bootstrap" -> {
           core.onSubscribed();
-          core.applySnapshots(new ArrayList<>(store.values()));
+          core.applySnapshots(core.readSnapshots(null));
           return null;
         }
         case "advance" -> {
@@ -96,18 +113,29 @@ class ConformanceTest {
           byte[] raw = step.has("raw")
               ? step.get("raw").asText().getBytes(StandardCharsets.UTF_8)
               : JSON.writeValueAsBytes(step.get("data"));
-          long applied = core.stats().applied.get();
-          long suspect = core.stats().suspect.get();
-          Message m = core.parse(raw);
-          if (m == null) {
-            return core.stats().suspect.get() > suspect ? "suspect" : "bad";
+          int padTo = step.path("pad_to").asInt(0);
+          if (padTo > raw.length) {
+            byte[] padded = Arrays.copyOf(raw, padTo);
+            Arrays.fill(padded, raw.length, padTo, (byte) ' ');
+            raw = padded;
           }
-          if (core.onEvent(m)) {
-            Message snap = store.get(m.instance());
-            core.afterResync(m, snap == null ? List.of() : List.of(snap));
-            return core.stats().suspect.get() > suspect ? "suspect" : "resynced";
+          SubscriberStats st = core.stats();
+          long bad = st.badMessages.get();
+          long suspect = st.suspect.get();
+          long resyncs = st.resyncs.get();
+          long applied = st.applied.get();
+          long stale = st.stale.get();
+          core.onEventMessage(raw);
+          if (st.badMessages.get() > bad) {
+            return "bad";
+          } else if (st.suspect.get() > suspect) {
+            return "suspect";
+          } else if (st.resyncs.get() > resyncs) {
+            return "resynced";
+          } else if (st.applied.get() > applied) {
+            return "applied";
           }
-          return core.stats().applied.get() > applied ? "applied" : "stale";
+          return st.stale.get() > stale ? "stale" : "";
         }
         default -> throw new AssertionError("unknown op " + op);
       }
@@ -118,45 +146,99 @@ class ConformanceTest {
     }
   }
 
-  @TestFactory
-  Stream<DynamicTest> hotset() throws IOException {
-    JsonNode doc = load("hotset.json");
+  /** Run one case of a file in the hotset.json format; an AssertionError names the step. */
+  static void runHotSetCase(long start, double nowS, JsonNode c) throws IOException {
+    Driver d = new Driver(start, nowS);
+    int i = 0;
+    for (JsonNode step : c.get("steps")) {
+      d.hot.clear();
+      d.cooled.clear();
+      String where = c.get("name").asText() + " step " + i++ + " (" + step.get("op") + ")";
+      long skipped = d.core.stats().badEntries.get();
+      String outcome = d.step(step);
+      assertEquals(step.path("skipped").asLong(0), d.core.stats().badEntries.get() - skipped, where);
+      if (step.has("outcome")) {
+        assertEquals(step.get("outcome").asText(), outcome, where);
+      }
+      if (step.has("hot")) {
+        Set<KeyId> want = new HashSet<>();
+        step.get("hot").forEach(e -> want.add(ident(e)));
+        assertEquals(want, d.hotNow(), where);
+      }
+      if (step.has("became_hot")) {
+        List<byte[]> want = new ArrayList<>();
+        step.get("became_hot").forEach(e -> want.add(Wire.decodeKey(e)));
+        assertEquals(sortedKeys(want), sortedKeys(d.hot), where);
+      }
+      if (step.has("cooled")) {
+        List<byte[]> want = new ArrayList<>();
+        step.get("cooled").forEach(e -> want.add(Wire.decodeKey(e)));
+        assertEquals(sortedKeys(want), sortedKeys(d.cooled), where);
+      }
+    }
+  }
+
+  /** Every case of {@code file} (hotset.json format), one dynamic test each. */
+  static Stream<DynamicTest> hotSetVectors(String file) throws IOException {
+    JsonNode doc = load(file);
     long start = doc.get("start_ms").asLong();
     double nowS = doc.path("now_s").asDouble(1_700_000_000.0);
     List<DynamicTest> tests = new ArrayList<>();
     for (JsonNode c : doc.get("cases")) {
-      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
-        Driver d = new Driver(start, nowS);
-        int i = 0;
-        for (JsonNode step : c.get("steps")) {
-          d.hot.clear();
-          d.cooled.clear();
-          String where = c.get("name").asText() + " step " + i++ + " (" + step.get("op") + ")";
-          long skipped = d.core.stats().badEntries.get();
-          String outcome = d.step(step);
-          assertEquals(step.path("skipped").asLong(0), d.core.stats().badEntries.get() - skipped, where);
-          if (step.has("outcome")) {
-            assertEquals(step.get("outcome").asText(), outcome, where);
-          }
-          if (step.has("hot")) {
-            Set<KeyId> want = new HashSet<>();
-            step.get("hot").forEach(e -> want.add(ident(e)));
-            assertEquals(want, d.hotNow(), where);
-          }
-          if (step.has("became_hot")) {
-            List<byte[]> want = new ArrayList<>();
-            step.get("became_hot").forEach(e -> want.add(Wire.decodeKey(e)));
-            assertEquals(sortedKeys(want), sortedKeys(d.hot), where);
-          }
-          if (step.has("cooled")) {
-            List<byte[]> want = new ArrayList<>();
-            step.get("cooled").forEach(e -> want.add(Wire.decodeKey(e)));
-            assertEquals(sortedKeys(want), sortedKeys(d.cooled), where);
-          }
-        }
-      }));
+      if (c.path("skip").has("java")) {
+        continue;
+      }
+      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> runHotSetCase(start, nowS, c)));
     }
+    assertTrue(!tests.isEmpty(), "no vectors in " + file);
     return tests.stream();
+  }
+
+  /** The whole file at once (for a test that runs this runner on a changed copy). */
+  static void runHotSetVectors(String file) throws Throwable {
+    for (DynamicTest t : (Iterable<DynamicTest>) hotSetVectors(file)::iterator) {
+      t.getExecutable().execute();
+    }
+  }
+
+  @TestFactory
+  Stream<DynamicTest> hotset() throws IOException {
+    return hotSetVectors("hotset.json");
+  }
+
+  @TestFactory
+  Stream<DynamicTest> limits() throws IOException {
+    return hotSetVectors("limits.json");
+  }
+
+  @Test
+  void authKeyLength() throws IOException {
+    for (JsonNode c : load("limits.json").get("auth")) {
+      byte[] key = c.get("key_utf8").asText().getBytes(StandardCharsets.UTF_8);
+      if (c.get("error").asBoolean()) {
+        assertThrows(HotkeydException.class, () -> new MessageAuth(List.of(key)), c.toString());
+      } else {
+        new MessageAuth(List.of(key));
+      }
+    }
+  }
+
+  @Test
+  void namespaceNames() throws IOException {
+    JsonNode cases = load("namespace.json").get("cases");
+    assertTrue(cases.size() > 0);
+    for (JsonNode c : cases) {
+      String ch = c.hasNonNull("channel") ? c.get("channel").asText() : null;
+      Namespace ns = new Namespace(c.path("prefix").asText("hotkeyd"), ch);
+      String inst = c.get("instance").asText();
+      JsonNode want = c.get("names");
+      String name = c.get("name").asText();
+      assertEquals(want.get("events").asText(), ns.channel(), name);
+      assertEquals(want.get("invalidate").asText(), ns.invalidateChannel(), name);
+      assertEquals(want.get("demand").asText(), ns.demandChannel(inst), name);
+      assertEquals(want.get("instances").asText(), ns.instances(), name);
+      assertEquals(want.get("snapshot").asText(), ns.snapshot(inst), name);
+    }
   }
 
   // ------------------------------------------------------------------- keys

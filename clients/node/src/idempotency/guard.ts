@@ -1,0 +1,331 @@
+/**
+ * The idempotency guard: run an operation once per key, across processes, hosts and
+ * languages. Every transition is one of the shared scripts in spec/lua/idempotency_*.lua
+ * (copied into the package at build time), and records are the same Redis hashes the
+ * Python, Go and Java clients write: a key begun in Java can be completed here.
+ */
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Cluster, Redis } from "ioredis";
+import { Namespace } from "../wire.js";
+import { checkKey, fingerprint, recordDigest } from "./keys.js";
+
+const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "lua");
+
+class Script {
+  readonly sha: string;
+  constructor(readonly src: string) {
+    this.sha = createHash("sha1").update(src).digest("hex");
+  }
+  /** EVALSHA, and EVAL once when the server does not know the script yet. */
+  async run(client: Redis | Cluster, keys: string[], args: (string | number | Buffer)[]): Promise<unknown[]> {
+    try {
+      return (await client.callBuffer("EVALSHA", this.sha, keys.length, ...keys, ...args)) as unknown[];
+    } catch (err) {
+      if (!String((err as Error)?.message).startsWith("NOSCRIPT")) throw err;
+      return (await client.callBuffer("EVAL", this.src, keys.length, ...keys, ...args)) as unknown[];
+    }
+  }
+}
+
+const lua = (name: string) => new Script(readFileSync(join(LUA_DIR, `idempotency_${name}.lua`), "utf8"));
+const BEGIN = lua("begin");
+const COMPLETE = lua("complete");
+const EXTEND = lua("extend");
+const RELEASE = lua("release");
+
+/** complete, fail, extend or release was refused by the fencing token: nothing was stored. */
+export class LeaseLostError extends Error {
+  override name = "LeaseLostError";
+  constructor(
+    readonly op: string,
+    readonly key: string,
+    readonly token: bigint,
+    /** "gone", "fenced" or "final" */
+    readonly reason: string,
+  ) {
+    const detail: Record<string, string> = {
+      gone: "the record expired or was released (lease/TTL too short?)",
+      fenced: "another holder took over after the lease ran out",
+      final: "the record is already final",
+    };
+    super(`${op} refused for idempotency key ${JSON.stringify(key)} (token ${token}): ${detail[reason] ?? reason}`);
+  }
+}
+
+/** Redis failed and the guard fails closed: nothing ran. */
+export class IdempotencyUnavailable extends Error {
+  override name = "IdempotencyUnavailable";
+}
+
+export type Outcome = "new" | "in_progress" | "done" | "mismatch";
+
+/**
+ * The right to run one operation, proven by a fencing token. Pass `token` to downstream
+ * writes (`UPDATE ... WHERE fence < $token`). `guarded` is false only when the guard
+ * failed open: nothing in Redis protects this run.
+ */
+export interface Lease {
+  readonly key: string;
+  readonly record: string;
+  readonly token: bigint;
+  readonly fingerprint: string;
+  readonly guarded: boolean;
+}
+
+export interface BeginResult {
+  outcome: Outcome;
+  /** set when outcome is "new" */
+  lease?: Lease;
+  /** the stored result when outcome is "done" */
+  result?: Buffer;
+  /** the stored result is a recorded failure (fail()) */
+  failed: boolean;
+  /** ms until the holder's lease runs out ("in_progress") */
+  retryAfterMs: number;
+  /** "new" because an earlier holder's lease ran out */
+  takeover: boolean;
+}
+
+export interface IdempotencyOptions {
+  /** ms a PROCESSING record belongs to its holder (30 s); renew long work with keepAlive() */
+  leaseMs?: number;
+  /** ms a record lives to be replayed (24 h; at least leaseMs) */
+  ttlMs?: number;
+  namespace?: Namespace;
+  /** separates key spaces (per service or route) */
+  scope?: string;
+  /** cap of the audit stream `<prefix>:idem-audit` (10000; 0: no audit, for Redis Cluster) */
+  auditMaxLen?: number;
+  /** longest key accepted (1024) */
+  maxKeyLength?: number;
+  /** "closed" (default): a Redis failure throws IdempotencyUnavailable; "open": run unguarded */
+  onError?: "closed" | "open";
+  /** hears every Redis failure (logs, metrics) */
+  onRedisError?: (op: string, err: unknown) => void;
+}
+
+export interface IdempotencyStats {
+  new: number; inProgress: number; done: number; mismatch: number; takeovers: number;
+  leaseLost: number; badInput: number; unavailable: number; renewals: number;
+}
+
+type Reply = unknown[];
+const s = (v: unknown): string => (Buffer.isBuffer(v) ? v.toString("latin1") : String(v));
+
+/** The idempotency guard over an ioredis client (see the module comment). */
+export class IdempotencyGuard {
+  readonly leaseMs: number;
+  readonly ttlMs: number;
+  readonly namespace: Namespace;
+  readonly scope: string;
+  readonly auditMaxLen: number;
+  readonly maxKeyLength: number;
+  readonly onError: "closed" | "open";
+  readonly stats: IdempotencyStats = {
+    new: 0, inProgress: 0, done: 0, mismatch: 0, takeovers: 0, leaseLost: 0, badInput: 0, unavailable: 0, renewals: 0,
+  };
+  private readonly onRedisError?: (op: string, err: unknown) => void;
+
+  constructor(readonly client: Redis | Cluster, options: IdempotencyOptions = {}) {
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.ttlMs = options.ttlMs ?? 24 * 3600_000;
+    this.namespace = options.namespace ?? new Namespace();
+    this.scope = options.scope ?? "";
+    this.auditMaxLen = options.auditMaxLen ?? 10_000;
+    this.maxKeyLength = options.maxKeyLength ?? 1024;
+    this.onError = options.onError ?? "closed";
+    this.onRedisError = options.onRedisError;
+    if (!(this.leaseMs >= 1 && this.leaseMs <= 365 * 86400_000)) throw new RangeError(`leaseMs must be 1 ms .. 1 year, got ${this.leaseMs}`);
+    if (!(this.ttlMs >= this.leaseMs)) {
+      throw new RangeError(`ttlMs (${this.ttlMs}) must be >= leaseMs (${this.leaseMs}): a record must outlive its lease, or a slow holder's retry runs twice`);
+    }
+    if (this.onError !== "closed" && this.onError !== "open") throw new RangeError(`onError must be "closed" or "open", got ${this.onError}`);
+    if (!(this.auditMaxLen >= 0)) throw new RangeError(`auditMaxLen must be >= 0, got ${this.auditMaxLen}`);
+    if ((client as { isCluster?: boolean }).isCluster && this.auditMaxLen > 0) {
+      throw new RangeError("on Redis Cluster the audit stream and the records live in different slots: pass auditMaxLen: 0 (records alone work on a cluster)");
+    }
+  }
+
+  /** Record name of a key: `<prefix>:idem:<digest>`. */
+  recordOf(key: string): string {
+    return `${this.namespace.prefix}:idem:${recordDigest(this.scope, key)}`;
+  }
+
+  /**
+   * A lease handed over from another process or language (a job queue, a worker): its key
+   * and fencing token. The scripts check the token, so a stale hand-over is refused.
+   */
+  resume(key: string, token: bigint): Lease {
+    checkKey(key, this.maxKeyLength);
+    return { key, record: this.recordOf(key), token, fingerprint: "", guarded: true };
+  }
+
+  get auditStream(): string {
+    return `${this.namespace.prefix}:idem-audit`;
+  }
+
+  private keys(record: string): string[] {
+    return this.auditMaxLen ? [record, this.auditStream] : [record];
+  }
+
+  /**
+   * Start the operation of `key`, or learn why not. `fp` identifies the request (e.g. its
+   * body): a retry must send the same; another one answers "mismatch".
+   * Throws IdempotencyKeyError (bad key) or IdempotencyUnavailable (Redis down, closed).
+   */
+  async begin(key: string, fp: Buffer | string = ""): Promise<BeginResult> {
+    try {
+      checkKey(key, this.maxKeyLength);
+    } catch (err) {
+      this.stats.badInput++;
+      throw err;
+    }
+    const f = fingerprint(fp);
+    const record = this.recordOf(key);
+    let reply: Reply;
+    try {
+      reply = await BEGIN.run(this.client, this.keys(record), [f, Math.round(this.leaseMs), Math.round(this.ttlMs), key, this.auditMaxLen, ""]);
+    } catch (err) {
+      this.tolerate(err, "begin");
+      this.stats.new++;
+      return { outcome: "new", lease: { key, record, token: 0n, fingerprint: f, guarded: false }, failed: false, retryAfterMs: 0, takeover: false };
+    }
+    const kind = s(reply[0]);
+    if (kind === "new") {
+      const takeover = s(reply[2]) === "takeover";
+      this.stats.new++;
+      if (takeover) this.stats.takeovers++;
+      return { outcome: "new", lease: { key, record, token: BigInt(s(reply[1])), fingerprint: f, guarded: true }, failed: false, retryAfterMs: 0, takeover };
+    }
+    if (kind === "busy") {
+      this.stats.inProgress++;
+      return { outcome: "in_progress", failed: false, retryAfterMs: Math.max(1, Number(reply[2])), takeover: false };
+    }
+    if (kind === "done" || kind === "failed") {
+      this.stats.done++;
+      const res = reply[2];
+      return { outcome: "done", result: Buffer.isBuffer(res) ? res : Buffer.alloc(0), failed: kind === "failed", retryAfterMs: 0, takeover: false };
+    }
+    if (kind === "mismatch") {
+      this.stats.mismatch++;
+      return { outcome: "mismatch", failed: false, retryAfterMs: 0, takeover: false };
+    }
+    throw new Error(`unexpected reply from the begin script: ${reply.map(s).join(" ")}`);
+  }
+
+  /** Store `result` (DONE) and end the lease. Throws LeaseLostError if it was taken over. */
+  complete(lease: Lease, result: Buffer | string = ""): Promise<void> {
+    return this.finish(lease, result, "D");
+  }
+
+  /** Record a final failure that retries see too (e.g. payment declined). */
+  fail(lease: Lease, result: Buffer | string = ""): Promise<void> {
+    return this.finish(lease, result, "F");
+  }
+
+  private finish(lease: Lease, result: Buffer | string, st: string): Promise<void> {
+    const res = typeof result === "string" ? Buffer.from(result, "utf8") : result;
+    return this.fenced(COMPLETE, "complete", lease, this.keys(lease.record), [lease.token.toString(), st, res, Math.round(this.ttlMs), this.auditMaxLen, ""]);
+  }
+
+  /** Renew the lease for `ms` (default: the configured lease) from now. */
+  extend(lease: Lease, ms?: number): Promise<void> {
+    return this.fenced(EXTEND, "extend", lease, [lease.record], [lease.token.toString(), Math.max(1, Math.round(ms ?? this.leaseMs))]);
+  }
+
+  /** Give the key back (PROCESSING -> NEW): the next caller runs it. For retryable failures. */
+  release(lease: Lease): Promise<void> {
+    return this.fenced(RELEASE, "release", lease, this.keys(lease.record), [lease.token.toString(), this.auditMaxLen]);
+  }
+
+  /** Release, ignoring a lost lease or an outage (the lease runs out anyway). */
+  async abandon(lease: Lease): Promise<void> {
+    try {
+      await this.release(lease);
+    } catch {
+      // the lease runs out on its own
+    }
+  }
+
+  /**
+   * Renew `lease` every `everyMs` (a third of the lease) until `stop()`. `signal` aborts
+   * when a renewal was refused (another caller took over): stop working, complete() will
+   * be refused. A Redis failure is retried at the next beat.
+   */
+  keepAlive(lease: Lease, everyMs?: number): KeepAlive {
+    return new KeepAlive(this, lease, everyMs ?? this.leaseMs / 3);
+  }
+
+  private async fenced(script: Script, op: string, lease: Lease, keys: string[], args: (string | number | Buffer)[]): Promise<void> {
+    if (!lease.guarded) return; // failed open: nothing in Redis to update
+    let reply: Reply;
+    try {
+      reply = await script.run(this.client, keys, args);
+    } catch (err) {
+      this.tolerate(err, op);
+      return;
+    }
+    if (s(reply[0]) === "ok") return;
+    this.stats.leaseLost++;
+    throw new LeaseLostError(op, lease.key, lease.token, s(reply[1]));
+  }
+
+  private tolerate(err: unknown, op: string): void {
+    this.stats.unavailable++;
+    this.onRedisError?.(op, err);
+    if (this.onError === "closed") {
+      throw new IdempotencyUnavailable(`idempotency guard unavailable (${op}): ${(err as Error)?.message ?? err}`, { cause: err });
+    }
+  }
+}
+
+/** Background renewal of one lease (see IdempotencyGuard.keepAlive). */
+export class KeepAlive {
+  beats = 0;
+  lost: LeaseLostError | undefined;
+  private readonly ac = new AbortController();
+  private readonly timer: NodeJS.Timeout | undefined;
+  private inflight: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly guard: IdempotencyGuard, private readonly lease: Lease, everyMs: number) {
+    if (!(everyMs > 0 && everyMs < guard.leaseMs)) throw new RangeError(`everyMs must be in (0, leaseMs), got ${everyMs}`);
+    if (!lease.guarded) return;
+    this.timer = setInterval(() => {
+      if (this.stopped) return;
+      this.inflight = this.inflight.then(() => this.beat());
+    }, everyMs);
+    this.timer.unref?.();
+  }
+
+  /** Aborted when the lease was lost. */
+  get signal(): AbortSignal {
+    return this.ac.signal;
+  }
+
+  private async beat(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.guard.extend(this.lease);
+      this.beats++;
+      this.guard.stats.renewals++;
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this.lost = err;
+        this.stopped = true;
+        clearInterval(this.timer);
+        this.ac.abort(err);
+      } // Redis down: try again at the next beat
+    }
+  }
+
+  /** Stop renewing; resolves when no renewal is in flight any more. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.inflight;
+  }
+}
