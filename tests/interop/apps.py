@@ -80,7 +80,11 @@ def command(lang: str, tmp: Path) -> list[str]:
         cp_file = tmp / "java-classpath.txt"
         _run([mvn, "-q", "-B", "-DskipTests", "package", "dependency:build-classpath",
               f"-Dmdep.outputFile={cp_file}"], java_dir)  # fmt: skip
-        jars = sorted(str(p) for p in (java_dir / "target").glob("hotkeyd-*.jar"))
+        jars = sorted(
+            str(p)
+            for p in (java_dir / "target").glob("hotkeyd-*.jar")
+            if not p.name.endswith(("-sources.jar", "-javadoc.jar"))
+        )
         assert jars, "the Java client jar was not built"
         classpath = os.pathsep.join([jars[0], cp_file.read_text().strip()])
         cmd = [_need("java"), "-cp", classpath, "io.hotkeyd.examples.ReadApp"]
