@@ -97,10 +97,8 @@ def write_realistic(path: str, events: int, universe: int) -> None:
 
 
 def run_shape(shape: str, events: int, span: float, universe: int, repeats: int) -> dict:
-    if shape == "dense":
-        threshold = 0.15 * events / span  # hot:1 is 20%, the top Zipf key ~8%
-    else:
-        threshold = REALISTIC_THRESHOLD
+    # dense: hot:1 is 20%, the top Zipf key ~8%
+    threshold = 0.15 * events / span if shape == "dense" else REALISTIC_THRESHOLD
     rules = parse_rules(f"[default]\nthreshold = {threshold:g}\nttl = 2\ncooldown = 1\n")
     fd, path = tempfile.mkstemp(suffix=".trace")
     os.close(fd)

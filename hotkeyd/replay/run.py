@@ -75,9 +75,7 @@ def _merge(parts: list[Batch]) -> Batch:
     if len(parts) == 1:
         return first
     if first.lines is not None:
-        lines = b"".join(
-            bytes(p.lines) if isinstance(p.lines, memoryview) else p.lines for p in parts
-        )  # type: ignore[misc]
+        lines = b"".join(bytes(p.lines or b"") for p in parts)
         return Batch(
             lines=lines,
             counted=first.counted,
@@ -163,7 +161,7 @@ def replay(
     started = time.perf_counter()
     clock = ReplayClock()
     cfg = replace(config, max_lag=7 * 86400.0)
-    det = Detector(cfg, rules, clock, sketch_factory=sketch_factory)
+    det = Detector(cfg, rules, clock, sketch_factory=sketch_factory, rate_all=False)
     res = ReplayResult()
     n = 0
     held = _Coalescer()
