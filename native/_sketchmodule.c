@@ -1044,7 +1044,6 @@ static PyObject *native_window_sums(PyObject *mod, PyObject *args) {
         SketchObject *so = (SketchObject *)PySequence_Fast_GET_ITEM(sks, i);
         PyObject *cache = PySequence_Fast_GET_ITEM(caches, i);
         double f = fac[i];
-        lock_take(so);
         for (j = 0; j < nk; j++) {
             PyObject *key = PySequence_Fast_GET_ITEM(keys, j);
             PyObject *v = PyDict_GetItemWithError(cache, key);
@@ -1062,6 +1061,7 @@ static PyObject *native_window_sums(PyObject *mod, PyObject *args) {
                     key_release(&k);
                     goto done;
                 }
+                lock_take(so); /* an allocation above may have run Python (a finalizer) */
                 c = sk_estimate(so->sk, k.p, (size_t)k.n);
                 key_release(&k);
                 cv = PyLong_FromUnsignedLong(c);
