@@ -988,11 +988,120 @@ static PyObject *native_sketch_hash(PyObject *mod, PyObject *args) {
     return hash_call(args, "O|K:sketch_hash", hk_key_hash);
 }
 
+/* window_sums(sketches, caches, factors, keys) -> list[float]: for each key, the sum over
+ * the sub-window sketches of its count there times that sub-window's factor. A key's count
+ * in sketch i is caches[i][key] when cached, else its estimate (stored into caches[i]).
+ * One call per evaluation replaces a Python loop of one estimate() call per key and
+ * sub-window; the pure-Python twin is _sketch_py.window_sums. The sums add in sketch
+ * order (as Python's sum() over the columns), so both give the same floats. */
+static PyObject *native_window_sums(PyObject *mod, PyObject *args) {
+    PyObject *osk, *ocache, *ofac, *okeys, *sks = NULL, *caches = NULL, *keys = NULL;
+    PyObject *out = NULL;
+    double *fac = NULL, *acc = NULL;
+    Py_ssize_t ns, nk, i, j;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "OOOO:window_sums", &osk, &ocache, &ofac, &okeys))
+        return NULL;
+    sks = PySequence_Fast(osk, "sketches must be a sequence");
+    caches = sks ? PySequence_Fast(ocache, "caches must be a sequence") : NULL;
+    keys = caches ? PySequence_Fast(okeys, "keys must be a sequence") : NULL;
+    if (!keys)
+        goto done;
+    ns = PySequence_Fast_GET_SIZE(sks);
+    nk = PySequence_Fast_GET_SIZE(keys);
+    if (PySequence_Fast_GET_SIZE(caches) != ns || PyObject_Length(ofac) != ns) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "sketches, caches and factors differ in length");
+        goto done;
+    }
+    fac = PyMem_Calloc((size_t)ns + 1, sizeof(double));
+    acc = PyMem_Calloc((size_t)nk + 1, sizeof(double));
+    if (!fac || !acc) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < ns; i++) {
+        PyObject *sk = PySequence_Fast_GET_ITEM(sks, i);
+        PyObject *f = PySequence_GetItem(ofac, i);
+        if (!f)
+            goto done;
+        fac[i] = PyFloat_AsDouble(f);
+        Py_DECREF(f);
+        if (fac[i] == -1.0 && PyErr_Occurred())
+            goto done;
+        if (!PyObject_TypeCheck(sk, &HeavyKeeperType) && !PyObject_TypeCheck(sk, &CountMinType)) {
+            PyErr_Format(PyExc_TypeError,
+                         "sketches must be HeavyKeeper or CountMinTopK, not %.100s",
+                         Py_TYPE(sk)->tp_name);
+            goto done;
+        }
+        if (!PyDict_Check(PySequence_Fast_GET_ITEM(caches, i))) {
+            PyErr_SetString(PyExc_TypeError, "caches must be dicts");
+            goto done;
+        }
+    }
+    for (i = 0; i < ns; i++) {
+        SketchObject *so = (SketchObject *)PySequence_Fast_GET_ITEM(sks, i);
+        PyObject *cache = PySequence_Fast_GET_ITEM(caches, i);
+        double f = fac[i];
+        for (j = 0; j < nk; j++) {
+            PyObject *key = PySequence_Fast_GET_ITEM(keys, j);
+            PyObject *v = PyDict_GetItemWithError(cache, key);
+            unsigned long c;
+            if (v) {
+                c = PyLong_AsUnsignedLong(v);
+                if (c == (unsigned long)-1 && PyErr_Occurred())
+                    goto done;
+            } else {
+                keyref k;
+                PyObject *cv;
+                if (PyErr_Occurred() || key_get(key, &k))
+                    goto done;
+                if (key_check_len(so, &k)) {
+                    key_release(&k);
+                    goto done;
+                }
+                lock_take(so); /* an allocation above may have run Python (a finalizer) */
+                c = sk_estimate(so->sk, k.p, (size_t)k.n);
+                key_release(&k);
+                cv = PyLong_FromUnsignedLong(c);
+                if (!cv || PyDict_SetItem(cache, key, cv) < 0) {
+                    Py_XDECREF(cv);
+                    goto done;
+                }
+                Py_DECREF(cv);
+            }
+            acc[j] += f == 1.0 ? (double)c : (double)c * f;
+        }
+    }
+    out = PyList_New(nk);
+    if (!out)
+        goto done;
+    for (j = 0; j < nk; j++) {
+        PyObject *v = PyFloat_FromDouble(acc[j]);
+        if (!v) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, j, v);
+    }
+done:
+    PyMem_Free(fac);
+    PyMem_Free(acc);
+    Py_XDECREF(keys);
+    Py_XDECREF(caches);
+    Py_XDECREF(sks);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"murmur3_32", native_murmur3_32, METH_VARARGS,
      "murmur3_32(key, seed=0) -> int: MurmurHash3 x86_32, unsigned (as mmh3.hash(signed=False))."},
     {"sketch_hash", native_sketch_hash, METH_VARARGS,
      "sketch_hash(key, seed=0) -> int: the 32-bit hash the sketches place a key with."},
+    {"window_sums", native_window_sums, METH_VARARGS,
+     "window_sums(sketches, caches, factors, keys) -> list[float]: each key's count summed over "
+     "the sketches (cached in caches[i], else estimated and cached), times factors[i]."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -115,6 +115,9 @@ class Detector:
             counters); by default ``hotkeyd.sketch.new_sketch`` sized from ``config``.
             Each lane (the processing-time one, one per event-time source) has
             ``window / tick + 1`` sketches of ``memory / (window / tick + 1)`` bytes.
+        rate_all: rate every candidate at each evaluation, for :meth:`top`. False (replay,
+            which never asks for top rates): rate only the keys whose count bound can reach
+            the lowest threshold, and the hot ones; the transitions are the same.
     """
 
     def __init__(
@@ -124,6 +127,8 @@ class Detector:
         clock: Clock,
         metrics: Metrics | None = None,
         sketch_factory: Callable[[], SketchLike] | None = None,
+        *,
+        rate_all: bool = True,
     ) -> None:
         if not isinstance(rules, RuleSet):
             raise TypeError(f"rules must be a RuleSet, got {type(rules).__name__}")
@@ -161,6 +166,7 @@ class Detector:
         self._transitions: list[Transition] = []
         self._last: dict[bytes, float] = {}  # ident -> rate at the last evaluation
         self._intake = Intake(config.max_key_len, self._log)
+        self._prune = not rate_all
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -559,6 +565,7 @@ class Detector:
         )
         rules = self._rules
         candidates: set[bytes] = set()
+        prune = prune or self._prune
         if prune:
             # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
             need = rules.min_threshold * self.config.window / len(self._lanes)

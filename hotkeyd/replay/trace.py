@@ -106,13 +106,37 @@ def _segments(
 ) -> Iterator[Batch]:
     segments, events, malformed = split_ticks(data, tick)
     stats.malformed += malformed
-    for index, lines in segments:
+    for index, lines in _merge_back(segments):
         ts = (index + 0.5) * tick
         if (start is not None and ts < start) or (end is not None and ts >= end):
             continue
         stats.saw(ts)
         yield Batch(lines=lines, counted=True, ts=ts, source=source)
     stats.lines_events += events
+
+
+def _merge_back(segments: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """Join the segments that step back in time into one per tick, up to the next step on.
+
+    A slightly out-of-order trace alternates between two ticks at each boundary (dozens of
+    small segments). A segment whose tick is not past the newest one of the chunk moves no
+    watermark, so it can be counted together with the others of its tick until a segment
+    moves time forward; each tick keeps its lines in file order (the replay does the same
+    across chunks, hotkeyd.replay.run).
+    """
+    out: list[tuple[int, bytes]] = []
+    held: dict[int, list[bytes]] = {}
+    newest: int | None = None
+    for index, lines in segments:
+        if newest is not None and index <= newest:
+            held.setdefault(index, []).append(lines)
+            continue
+        out.extend((i, b"".join(parts)) for i, parts in held.items())
+        held = {}
+        newest = index
+        out.append((index, lines))
+    out.extend((i, b"".join(parts)) for i, parts in held.items())
+    return out
 
 
 def _json_lines(

@@ -39,6 +39,7 @@ __all__ = [
     "murmur3_32",
     "new_sketch",
     "sketch_hash",
+    "window_sums",
 ]
 
 
@@ -75,12 +76,19 @@ class SketchLike(Protocol):
 _impl, IMPLEMENTATION = native_or_twin("hotkeyd.sketch._sketch", "hotkeyd.sketch._sketch_py")
 if TYPE_CHECKING:
     # Type checkers see the classes of the stub (_sketch.pyi); the twin has the same API.
-    from hotkeyd.sketch._sketch import CountMinTopK, HeavyKeeper, murmur3_32, sketch_hash
+    from hotkeyd.sketch._sketch import (
+        CountMinTopK,
+        HeavyKeeper,
+        murmur3_32,
+        sketch_hash,
+        window_sums,
+    )
 else:
     HeavyKeeper = _impl.HeavyKeeper
     CountMinTopK = _impl.CountMinTopK
     murmur3_32 = _impl.murmur3_32
     sketch_hash = _impl.sketch_hash
+    window_sums = _impl.window_sums
 
 _KINDS = {"heavykeeper": "HeavyKeeper", "countmin": "CountMinTopK"}
 

@@ -31,7 +31,7 @@ try:
 except ImportError:  # pragma: no cover - mmh3 is a dependency; kept for bare installs
     _mmh3_hash = None
 
-__all__ = ["CountMinTopK", "HeavyKeeper", "murmur3_32", "sketch_hash"]
+__all__ = ["CountMinTopK", "HeavyKeeper", "murmur3_32", "sketch_hash", "window_sums"]
 
 M32 = 0xFFFFFFFF
 M64 = 0xFFFFFFFFFFFFFFFF
@@ -975,3 +975,24 @@ class CountMinTopK(_Sketch):
         for key in cands:
             h = _hash64(key, self._seed)
             self._offer(key, _fingerprint(h), self._cell_estimate(h))
+
+
+def window_sums(sketches: Any, caches: Any, factors: Any, keys: Any) -> list[float]:
+    """Twin of the C ``window_sums``: each key's count summed over ``sketches``, times factors.
+
+    A key's count in sketch ``i`` is ``caches[i][key]`` when cached, else its estimate
+    (stored into ``caches[i]``). Adds in sketch order, as the C core does.
+    """
+    sketches, caches, keys = list(sketches), list(caches), list(keys)
+    if len(caches) != len(sketches) or len(factors) != len(sketches):
+        raise ValueError("sketches, caches and factors differ in length")
+    acc = [0.0] * len(keys)
+    for sk, cache, f in zip(sketches, caches, factors, strict=True):
+        f = float(f)
+        estimate = sk.estimate
+        for j, key in enumerate(keys):
+            c = cache.get(key)
+            if c is None:
+                c = cache[key] = estimate(key)
+            acc[j] += c if f == 1.0 else c * f
+    return acc
