@@ -41,6 +41,11 @@ type SubscriberOptions struct {
 	StaleAfter time.Duration
 	// ResyncEvery re-reads every snapshot periodically (60 s) as a safety net.
 	ResyncEvery time.Duration
+	// StartTimeout bounds Start (DefaultStartTimeout, from spec/limits.json): with Redis
+	// down or silent, Start returns an error wrapping ErrUnreachable and
+	// context.DeadlineExceeded once it has passed. A negative value leaves the bound to
+	// Start's ctx alone.
+	StartTimeout time.Duration
 	// MaxMessageBytes: larger messages are dropped unparsed and counted (4 MiB).
 	MaxMessageBytes int
 	// HealthInterval: after this long without a message the subscription sends PING, and
@@ -76,7 +81,12 @@ type Subscriber struct {
 	once   sync.Once
 	errMu  sync.Mutex
 	err    error
+	last   error // the last connection error, for Start's message
 }
+
+// ErrUnreachable is wrapped by Start's error when the subscriber was not ready within
+// its bound (StartTimeout or ctx): Redis down, silent, or unreachable.
+var ErrUnreachable = errors.New("hotkeyd: hot-key subscriber not ready (is Redis up?)")
 
 // NewSubscriber builds a subscriber; call Start to run it.
 func NewSubscriber(o SubscriberOptions) *Subscriber {
@@ -88,6 +98,9 @@ func NewSubscriber(o SubscriberOptions) *Subscriber {
 	}
 	if o.ResyncEvery <= 0 {
 		o.ResyncEvery = 60 * time.Second
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = maxMessageBytes
@@ -127,9 +140,17 @@ func (s *Subscriber) Stats() SubscriberStats {
 
 // Start connects, bootstraps from the snapshots and keeps following in a goroutine.
 // It returns once the first bootstrap is done, or the first error that is not worth
-// retrying (wrong password, missing ACL permission), or ctx's error. Transient
-// connection errors are retried in the background with backoff until Close.
+// retrying (wrong password, missing ACL permission), or, when StartTimeout or ctx ends
+// first, an error wrapping ErrUnreachable, ctx's error and the last connection error
+// (spec/failure.md, start_redis_down). A failed Start has stopped the subscriber.
+// Transient connection errors after a successful Start are retried in the background
+// with backoff until Close.
 func (s *Subscriber) Start(ctx context.Context) error {
+	if s.o.StartTimeout > 0 {
+		var cancelStart context.CancelFunc
+		ctx, cancelStart = context.WithTimeout(ctx, s.o.StartTimeout)
+		defer cancelStart()
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go s.run(runCtx)
@@ -140,7 +161,13 @@ func (s *Subscriber) Start(ctx context.Context) error {
 		return s.Err()
 	case <-ctx.Done():
 		s.Close()
-		return ctx.Err()
+		s.errMu.Lock()
+		last := s.last
+		s.errMu.Unlock()
+		if last == nil {
+			last = errors.New("no reply from Redis")
+		}
+		return fmt.Errorf("%w: %w (last error: %w)", ErrUnreachable, ctx.Err(), last)
 	}
 }
 
@@ -174,7 +201,15 @@ func (s *Subscriber) run(ctx context.Context) {
 			s.o.Logger.Error("hotkeyd subscriber stopped", "err", err)
 			return
 		}
+		s.errMu.Lock()
+		s.last = err
+		s.errMu.Unlock()
 		atomic.AddInt64(&s.stats.Reconnects, 1)
+		// A lost subscription may have missed invalidations: drop every local copy now,
+		// not only once reconnected (spec/failure.md, subscription_lost).
+		if s.o.OnReset != nil {
+			s.o.OnReset()
+		}
 		s.o.Logger.Warn("hotkeyd subscriber disconnected; reconnecting", "err", err, "in", delay)
 		select {
 		case <-ctx.Done():
