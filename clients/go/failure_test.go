@@ -98,7 +98,7 @@ func TestLostSubscriptionDropsCopiesAndReconnectResyncs(t *testing.T) {
 	}
 	admin.Set(ctx, "k", "new", 0)
 	waitFor(t, "the loss to be counted", msOf(lost.SlackMs), func() bool {
-		return c.Subscriber().Stats().Reconnects > st.Reconnects
+		return c.Subscriber().Stats().Lost > st.Lost
 	})
 	if v, err := c.Get(ctx, "k"); err != nil || v != "new" {
 		t.Fatalf("get after a lost subscription = %q, %v: a copy from before the loss was served", v, err)

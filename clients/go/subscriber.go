@@ -18,6 +18,8 @@ import (
 type SubscriberStats struct {
 	Messages, Applied, Stale, Gaps, Resyncs, Connects, Reconnects, BadMessages, BadEntries,
 	Invalidations, Suspect, Unsigned, Refused int64
+	// Lost counts subscriptions lost; each dropped every local copy (spec/failure.md).
+	Lost int64
 }
 
 // SubscriberOptions configure a Subscriber. Only Client is required.
@@ -134,7 +136,7 @@ func (s *Subscriber) Stats() SubscriberStats {
 		Reconnects: atomic.LoadInt64(&st.Reconnects), BadMessages: atomic.LoadInt64(&st.BadMessages),
 		BadEntries: atomic.LoadInt64(&st.BadEntries), Invalidations: atomic.LoadInt64(&st.Invalidations),
 		Suspect: atomic.LoadInt64(&st.Suspect), Unsigned: atomic.LoadInt64(&st.Unsigned),
-		Refused: atomic.LoadInt64(&st.Refused),
+		Refused: atomic.LoadInt64(&st.Refused), Lost: atomic.LoadInt64(&st.Lost),
 	}
 }
 
@@ -204,12 +206,13 @@ func (s *Subscriber) run(ctx context.Context) {
 		s.errMu.Lock()
 		s.last = err
 		s.errMu.Unlock()
-		atomic.AddInt64(&s.stats.Reconnects, 1)
 		// A lost subscription may have missed invalidations: drop every local copy now,
 		// not only once reconnected (spec/failure.md, subscription_lost).
 		if s.o.OnReset != nil {
 			s.o.OnReset()
 		}
+		atomic.AddInt64(&s.stats.Reconnects, 1)
+		atomic.AddInt64(&s.stats.Lost, 1)
 		s.o.Logger.Warn("hotkeyd subscriber disconnected; reconnecting", "err", err, "in", delay)
 		select {
 		case <-ctx.Done():
