@@ -3,6 +3,7 @@ against a real redis-server, as the Go, Java and Node clients run them too."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -10,14 +11,16 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aredis
 
-from hotkeyd.client import HotCache, Subscriber
+from hotkeyd.client import AsyncHotCache, HotCache, Subscriber
 from hotkeyd.errors import UnreachableError
 from hotkeyd.protocol.limits import START_TIMEOUT_MS
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer, free_port
 
 from .helpers import FakeDaemon, wait_until
+from .test_aiocache import until
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +92,26 @@ def test_a_stopped_daemons_keys_expire_by_their_ttl(
     finally:
         cache.close()
         cache.client.close()
+
+
+def test_async_cache_drops_copies_when_the_subscription_is_lost(
+    redis_server: RedisServer, r: redis.Redis, ns: Namespace, daemon: FakeDaemon
+) -> None:
+    r.set("k", b"old")
+
+    async def main() -> None:
+        cache = await AsyncHotCache(aredis.Redis.from_url(redis_server.url), namespace=ns).start()
+        try:
+            daemon.make_hot(b"k", ttl_ms=60_000)
+            assert await until(lambda: b"k" in cache.hotset)
+            assert await cache.get("k") == b"old"
+            lost = cache.subscriber.stats.lost
+            r.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            r.set("k", b"new")  # not announced
+            assert await until(lambda: cache.subscriber.stats.lost > lost)
+            assert await cache.get("k") == b"new", "a copy from before the loss was served"
+        finally:
+            await cache.close()
+            await cache.client.aclose()
+
+    asyncio.run(main())
