@@ -139,4 +139,8 @@ func TestStoppedDaemonKeysExpireByTTL(t *testing.T) {
 	if took := time.Since(t0); took > msOf(sc.TestTTLms+sc.SlackMs) {
 		t.Fatalf("served past the TTL: %s", took)
 	}
+	last := c.Subscriber().Stats().LastNotification
+	if age := time.Now().UnixMilli() - last; last == 0 || age < int64(sc.TestTTLms) {
+		t.Fatalf("last notification %d ms ago: the stats do not show the daemon's silence", age)
+	}
 }

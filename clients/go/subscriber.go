@@ -20,6 +20,9 @@ type SubscriberStats struct {
 	Invalidations, Suspect, Unsigned, Refused int64
 	// Lost counts subscriptions lost; each dropped every local copy (spec/failure.md).
 	Lost int64
+	// LastNotification is the wall time (unix ms) of the last valid notification, 0 if
+	// none: a daemon that stopped shows as a growing age while its keys live out their TTL.
+	LastNotification int64
 }
 
 // SubscriberOptions configure a Subscriber. Only Client is required.
@@ -137,6 +140,7 @@ func (s *Subscriber) Stats() SubscriberStats {
 		BadEntries: atomic.LoadInt64(&st.BadEntries), Invalidations: atomic.LoadInt64(&st.Invalidations),
 		Suspect: atomic.LoadInt64(&st.Suspect), Unsigned: atomic.LoadInt64(&st.Unsigned),
 		Refused: atomic.LoadInt64(&st.Refused), Lost: atomic.LoadInt64(&st.Lost),
+		LastNotification: atomic.LoadInt64(&st.LastNotification),
 	}
 }
 
@@ -468,6 +472,7 @@ func (s *Subscriber) handle(ctx context.Context, payload []byte) error {
 	if !ok {
 		return nil
 	}
+	atomic.StoreInt64(&s.stats.LastNotification, time.Now().UnixMilli())
 	res := s.hot.Apply(msg, false)
 	if res == Gap {
 		atomic.AddInt64(&s.stats.Gaps, 1)

@@ -67,6 +67,9 @@ class SubscriberStats:
     connects: int = 0
     reconnects: int = 0
     lost: int = 0  # subscriptions lost; each dropped every local copy (spec/failure.md)
+    # wall time (time.time()) of the last valid notification; 0.0 never. A daemon that
+    # stopped shows as a growing age while its keys live out their TTL.
+    last_notification: float = 0.0
     bad_messages: int = 0
     bad_entries: int = 0
     bad_snapshots: int = 0
@@ -222,6 +225,7 @@ class SubscriberCore:
 
     def on_event(self, msg: Message) -> bool:
         """Apply ``msg``; True means: resync ``msg.instance``, then :meth:`after_resync`."""
+        self.stats.last_notification = time.time()
         res = self.hotset.apply(msg)
         if res is ApplyResult.GAP:
             if self.hotset.last_seq(msg.instance) is not None:

@@ -89,6 +89,8 @@ def test_a_stopped_daemons_keys_expire_by_their_ttl(
         assert wait_until(lambda: b"k" not in cache.hotset, timeout=limit)
         assert cache.get("k") == b"new"
         assert time.monotonic() - t0 <= limit
+        age_ms = (time.time() - cache.subscriber.stats.last_notification) * 1000
+        assert age_ms >= sc["test_ttl_ms"], "the stats do not show the daemon's silence"
     finally:
         cache.close()
         cache.client.close()

@@ -31,6 +31,11 @@ export interface SubscriberStats {
   halfOpen: number;
   /** subscriptions lost (connection closed or replaced); each dropped every local copy */
   lost: number;
+  /**
+   * wall time (Date.now()) of the last valid notification, 0 if none: a daemon that stopped
+   * shows as a growing age while its keys live out their TTL
+   */
+  lastNotificationMs: number;
 }
 
 /**
@@ -81,7 +86,7 @@ export class Subscriber {
   readonly namespace: Namespace;
   readonly stats: SubscriberStats = {
     messages: 0, applied: 0, stale: 0, gaps: 0, resyncs: 0, connects: 0, badMessages: 0, badEntries: 0,
-    suspect: 0, unsigned: 0, refused: 0, invalidations: 0, halfOpen: 0, lost: 0,
+    suspect: 0, unsigned: 0, refused: 0, invalidations: 0, halfOpen: 0, lost: 0, lastNotificationMs: 0,
   };
   private heard = Date.now();
   private pinging = false;
@@ -236,6 +241,7 @@ export class Subscriber {
     }
     const msg = this.parse(payload);
     if (msg === undefined) return;
+    this.stats.lastNotificationMs = Date.now();
     const r = this.hotSet.apply(msg);
     if (r !== "gap") return this.count(r);
     this.stats.gaps++;

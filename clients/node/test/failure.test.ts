@@ -87,6 +87,8 @@ test("a stopped daemon: hot keys expire by their TTL", async () => {
     await waitFor("the key to expire", sc.test_ttl_ms! + sc.slack_ms, () => c.hotSet.getText("k") === undefined);
     assert.equal(await c.get("k"), "new");
     assert.ok(Date.now() - t0 <= sc.test_ttl_ms! + sc.slack_ms);
+    const last = c.subscriber.stats.lastNotificationMs;
+    assert.ok(last > 0 && Date.now() - last >= sc.test_ttl_ms!, "the stats do not show the daemon's silence");
     await c.close();
   } finally {
     await srv.stop();

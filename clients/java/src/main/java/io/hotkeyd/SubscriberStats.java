@@ -14,6 +14,11 @@ public final class SubscriberStats {
   public final AtomicLong reconnects = new AtomicLong();
   /** Subscriptions lost; each dropped every local copy at once (spec/failure.md). */
   public final AtomicLong lost = new AtomicLong();
+  /**
+   * Wall time (epoch ms) of the last valid notification, 0 if none: a daemon that stopped
+   * shows as a growing age while its keys live out their TTL (spec/failure.md).
+   */
+  public final AtomicLong lastNotificationMillis = new AtomicLong();
   public final AtomicLong badMessages = new AtomicLong();
   /** Messages and snapshots dropped because they were unsigned or did not verify. */
   public final AtomicLong unsigned = new AtomicLong();

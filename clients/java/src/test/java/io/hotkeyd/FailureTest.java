@@ -84,6 +84,9 @@ class FailureTest {
         assertEquals("new", cache.get("k"));
         long tookMs = (System.nanoTime() - t0) / 1_000_000;
         assertTrue(tookMs <= ttl + sc.get("slack_ms").asLong(), "served for " + tookMs + " ms");
+        long last = cache.subscriber().stats().lastNotificationMillis.get();
+        assertTrue(last > 0 && System.currentTimeMillis() - last >= ttl,
+            "the stats do not show the daemon's silence");
       }
     }
   }
