@@ -28,7 +28,9 @@ type CacheOptions struct {
 	SnapshotClient redis.UniversalClient
 	// Sharded: the deployment uses sharded pub/sub (the daemon's --sharded-pubsub):
 	// SSUBSCRIBE, and SPUBLISH for invalidations and demand reports.
-	Sharded bool
+	// StartTimeout bounds Start (see SubscriberOptions.StartTimeout).
+	StartTimeout time.Duration
+	Sharded      bool
 	// Auth: read only messages signed with one of these keys (the daemon's --auth-key-file).
 	Auth   *MessageAuth
 	Logger *slog.Logger
@@ -107,6 +109,7 @@ func NewHotCache(client redis.UniversalClient, o CacheOptions) *HotCache {
 			}
 		},
 		OnReset: c.local.clear, Logger: o.Logger, Sharded: o.Sharded, Auth: o.Auth,
+		StartTimeout: o.StartTimeout,
 	})
 	c.hotset = c.sub.HotSet()
 	if !o.DisableDemand {

@@ -37,6 +37,9 @@ var (
 	MaxReportCount uint64
 	// MinAuthKeyBytes is the shortest signing key accepted (auth_key_bytes_min).
 	MinAuthKeyBytes int
+	// DefaultStartTimeout bounds Start when the app sets no StartTimeout
+	// (start_timeout_ms; spec/failure.md).
+	DefaultStartTimeout time.Duration
 
 	maxName                                      int
 	maxDB                                        int64
@@ -110,4 +113,5 @@ func (l limitSet) apply() {
 	maxKeysPerInstance = int(l.int("hotset_keys_per_instance_max"))
 	maxInstances = int(l.int("hotset_instances_max"))
 	minReportInterval = l.ms("demand_report_interval_ms_min")
+	DefaultStartTimeout = l.ms("start_timeout_ms")
 }

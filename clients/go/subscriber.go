@@ -18,6 +18,11 @@ import (
 type SubscriberStats struct {
 	Messages, Applied, Stale, Gaps, Resyncs, Connects, Reconnects, BadMessages, BadEntries,
 	Invalidations, Suspect, Unsigned, Refused int64
+	// Lost counts subscriptions lost; each dropped every local copy (spec/failure.md).
+	Lost int64
+	// LastNotification is the wall time (unix ms) of the last valid notification, 0 if
+	// none: a daemon that stopped shows as a growing age while its keys live out their TTL.
+	LastNotification int64
 }
 
 // SubscriberOptions configure a Subscriber. Only Client is required.
@@ -41,6 +46,11 @@ type SubscriberOptions struct {
 	StaleAfter time.Duration
 	// ResyncEvery re-reads every snapshot periodically (60 s) as a safety net.
 	ResyncEvery time.Duration
+	// StartTimeout bounds Start (DefaultStartTimeout, from spec/limits.json): with Redis
+	// down or silent, Start returns an error wrapping ErrUnreachable and
+	// context.DeadlineExceeded once it has passed. A negative value leaves the bound to
+	// Start's ctx alone.
+	StartTimeout time.Duration
 	// MaxMessageBytes: larger messages are dropped unparsed and counted (4 MiB).
 	MaxMessageBytes int
 	// HealthInterval: after this long without a message the subscription sends PING, and
@@ -76,7 +86,12 @@ type Subscriber struct {
 	once   sync.Once
 	errMu  sync.Mutex
 	err    error
+	last   error // the last connection error, for Start's message
 }
+
+// ErrUnreachable is wrapped by Start's error when the subscriber was not ready within
+// its bound (StartTimeout or ctx): Redis down, silent, or unreachable.
+var ErrUnreachable = errors.New("hotkeyd: hot-key subscriber not ready (is Redis up?)")
 
 // NewSubscriber builds a subscriber; call Start to run it.
 func NewSubscriber(o SubscriberOptions) *Subscriber {
@@ -88,6 +103,9 @@ func NewSubscriber(o SubscriberOptions) *Subscriber {
 	}
 	if o.ResyncEvery <= 0 {
 		o.ResyncEvery = 60 * time.Second
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = maxMessageBytes
@@ -121,15 +139,24 @@ func (s *Subscriber) Stats() SubscriberStats {
 		Reconnects: atomic.LoadInt64(&st.Reconnects), BadMessages: atomic.LoadInt64(&st.BadMessages),
 		BadEntries: atomic.LoadInt64(&st.BadEntries), Invalidations: atomic.LoadInt64(&st.Invalidations),
 		Suspect: atomic.LoadInt64(&st.Suspect), Unsigned: atomic.LoadInt64(&st.Unsigned),
-		Refused: atomic.LoadInt64(&st.Refused),
+		Refused: atomic.LoadInt64(&st.Refused), Lost: atomic.LoadInt64(&st.Lost),
+		LastNotification: atomic.LoadInt64(&st.LastNotification),
 	}
 }
 
 // Start connects, bootstraps from the snapshots and keeps following in a goroutine.
 // It returns once the first bootstrap is done, or the first error that is not worth
-// retrying (wrong password, missing ACL permission), or ctx's error. Transient
-// connection errors are retried in the background with backoff until Close.
+// retrying (wrong password, missing ACL permission), or, when StartTimeout or ctx ends
+// first, an error wrapping ErrUnreachable, ctx's error and the last connection error
+// (spec/failure.md, start_redis_down). A failed Start has stopped the subscriber.
+// Transient connection errors after a successful Start are retried in the background
+// with backoff until Close.
 func (s *Subscriber) Start(ctx context.Context) error {
+	if s.o.StartTimeout > 0 {
+		var cancelStart context.CancelFunc
+		ctx, cancelStart = context.WithTimeout(ctx, s.o.StartTimeout)
+		defer cancelStart()
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go s.run(runCtx)
@@ -140,7 +167,13 @@ func (s *Subscriber) Start(ctx context.Context) error {
 		return s.Err()
 	case <-ctx.Done():
 		s.Close()
-		return ctx.Err()
+		s.errMu.Lock()
+		last := s.last
+		s.errMu.Unlock()
+		if last == nil {
+			last = errors.New("no reply from Redis")
+		}
+		return fmt.Errorf("%w: %w (last error: %w)", ErrUnreachable, ctx.Err(), last)
 	}
 }
 
@@ -174,7 +207,16 @@ func (s *Subscriber) run(ctx context.Context) {
 			s.o.Logger.Error("hotkeyd subscriber stopped", "err", err)
 			return
 		}
+		s.errMu.Lock()
+		s.last = err
+		s.errMu.Unlock()
+		// A lost subscription may have missed invalidations: drop every local copy now,
+		// not only once reconnected (spec/failure.md, subscription_lost).
+		if s.o.OnReset != nil {
+			s.o.OnReset()
+		}
 		atomic.AddInt64(&s.stats.Reconnects, 1)
+		atomic.AddInt64(&s.stats.Lost, 1)
 		s.o.Logger.Warn("hotkeyd subscriber disconnected; reconnecting", "err", err, "in", delay)
 		select {
 		case <-ctx.Done():
@@ -430,6 +472,7 @@ func (s *Subscriber) handle(ctx context.Context, payload []byte) error {
 	if !ok {
 		return nil
 	}
+	atomic.StoreInt64(&s.stats.LastNotification, time.Now().UnixMilli())
 	res := s.hot.Apply(msg, false)
 	if res == Gap {
 		atomic.AddInt64(&s.stats.Gaps, 1)

@@ -181,6 +181,7 @@ class AsyncSubscriber(SubscriberCore):
                     with contextlib.suppress(Exception):
                         await ps.aclose()
             if not self._stopping:
+                self.on_lost()
                 await asyncio.sleep(self.backoff.next_delay())
 
     async def _get(self, ps: Any, timeout: float) -> Any:

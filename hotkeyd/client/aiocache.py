@@ -37,6 +37,7 @@ from hotkeyd.conn.cluster import (
 from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.demand import DEFAULT_INTERVAL
 from hotkeyd.protocol.keys import key_bytes
+from hotkeyd.protocol.limits import START_TIMEOUT_MS
 from hotkeyd.protocol.wire import Namespace
 
 __all__ = ["AsyncHotCache"]
@@ -109,7 +110,7 @@ class AsyncHotCache:
         if metrics is not None:
             metrics.bind(self)
 
-    async def start(self, timeout: float = 10.0) -> AsyncHotCache:
+    async def start(self, timeout: float = START_TIMEOUT_MS / 1000) -> AsyncHotCache:
         """Start the subscriber and wait until the hot set is bootstrapped."""
         await self.subscriber.start()
         if not await self.subscriber.wait_ready(timeout):

@@ -51,6 +51,7 @@ from hotkeyd.errors import ClientError
 from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.demand import DEFAULT_INTERVAL
 from hotkeyd.protocol.keys import key_bytes
+from hotkeyd.protocol.limits import START_TIMEOUT_MS
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.ratelog import RateLimitedLog
 
@@ -217,14 +218,23 @@ class HotCache(Generic[V]):
         return cache.start()
 
     # ---------------------------------------------------------------- lifecycle
-    def start(self, timeout: float = 10.0) -> HotCache[V]:
-        """Start the subscriber (if owned) and wait until the hot set is bootstrapped."""
+    def start(self, timeout: float = START_TIMEOUT_MS / 1000) -> HotCache[V]:
+        """Start the subscriber (if owned) and wait until the hot set is bootstrapped.
+
+        With Redis down or silent for ``timeout`` seconds (``start_timeout_ms`` of
+        spec/limits.json), raise :class:`UnreachableError` and stop again
+        (spec/failure.md, start_redis_down).
+        """
         if self._tracking is not None and not self._started:
             self._tracking.start()
         self._started = True
         self.subscriber.start()
         if not self.subscriber.wait_ready(timeout):
             cause = start_failure(self.subscriber, timeout)
+            if self._owns_subscriber:
+                # Raise within the bound: the thread ends after its connect attempt (redis-py
+                # may retry that for seconds); waiting for it would stretch the bound.
+                self.subscriber.stop(timeout=0)
             self.close()  # stop what failed: the subscriber thread it owns, tracking, client
             raise cause
         if self._demand is not None and self.hotset.demand_owner in (None, self):

@@ -66,6 +66,10 @@ class SubscriberStats:
     resyncs: int = 0
     connects: int = 0
     reconnects: int = 0
+    lost: int = 0  # subscriptions lost; each dropped every local copy (spec/failure.md)
+    # wall time (time.time()) of the last valid notification; 0.0 never. A daemon that
+    # stopped shows as a growing age while its keys live out their TTL.
+    last_notification: float = 0.0
     bad_messages: int = 0
     bad_entries: int = 0
     bad_snapshots: int = 0
@@ -147,6 +151,15 @@ class SubscriberCore:
         self.stats.connects += 1
         if self.stats.connects > 1:
             self.stats.reconnects += 1
+        self._run_resets()
+
+    def on_lost(self) -> None:
+        """The subscription is gone and may miss invalidations: drop every local copy now,
+        not only once resubscribed (spec/failure.md, subscription_lost)."""
+        self._run_resets()
+        self.stats.lost += 1
+
+    def _run_resets(self) -> None:
         for fn in list(self._reset):
             try:
                 fn()
@@ -212,6 +225,7 @@ class SubscriberCore:
 
     def on_event(self, msg: Message) -> bool:
         """Apply ``msg``; True means: resync ``msg.instance``, then :meth:`after_resync`."""
+        self.stats.last_notification = time.time()
         res = self.hotset.apply(msg)
         if res is ApplyResult.GAP:
             if self.hotset.last_seq(msg.instance) is not None:
@@ -466,6 +480,7 @@ class Subscriber(SubscriberCore):
                     with contextlib.suppress(Exception):  # a dead socket must not stop us
                         ps.close()
             if not self._stop.is_set():
+                self.on_lost()
                 self._stop.wait(self.backoff.next_delay())
         self.connected = False
         self._close_own()

@@ -37,6 +37,7 @@ __all__ = [
     "NAME_CHARS_MAX",
     "SEQ_JUMP_MAX",
     "SEQ_MAX",
+    "START_TIMEOUT_MS",
     "TTL_MS_MAX",
     "limit",
     "limits",
@@ -81,6 +82,7 @@ HOTSET_KEYS_PER_INSTANCE_MAX = limit("hotset_keys_per_instance_max")
 HOTSET_INSTANCES_MAX = limit("hotset_instances_max")
 HOTSET_FORGET_IDLE_S = limit("hotset_forget_idle_s")
 COUNT_MAX = limit("count_max")
+START_TIMEOUT_MS = limit("start_timeout_ms")
 DEMAND_ENTRIES_MAX = limit("demand_entries_max")
 DEMAND_REPORT_BYTES_MAX = limit("demand_report_bytes_max")
 DEMAND_INTERVAL_MS_MAX = limit("demand_interval_ms_max")

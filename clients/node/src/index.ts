@@ -5,7 +5,7 @@ export { keyBytes, KeyError, pyFloatRepr, type KeyInput } from "./keys.js";
 export { murmur3, partitionFor, shardOf, SHARD_SEED } from "./murmur3.js";
 export { encodeCounts, encodeMessages, MAX_REPORT_COUNT, Reporter, type ReportMessage, type ReporterOptions, type ReporterStats } from "./reporter.js";
 export { holdsKey, PartialTakeError, ShardedCounter, type ShardedCounterOptions } from "./sharded.js";
-export { Subscriber, type RedisLike, type SubscriberOptions, type SubscriberStats } from "./subscriber.js";
+export { HotkeydUnreachableError, Subscriber, type RedisLike, type SubscriberOptions, type SubscriberStats } from "./subscriber.js";
 export {
   buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
   MAX_DEMAND_ENTRIES, MAX_ENTRIES, MAX_SEQ, MAX_TTL_MS, Namespace, WIRE_VERSION, WireError,

@@ -29,6 +29,21 @@ export interface SubscriberStats {
   invalidations: number;
   /** subscriptions found dead by PING (half-open) and replaced */
   halfOpen: number;
+  /** subscriptions lost (connection closed or replaced); each dropped every local copy */
+  lost: number;
+  /**
+   * wall time (Date.now()) of the last valid notification, 0 if none: a daemon that stopped
+   * shows as a growing age while its keys live out their TTL
+   */
+  lastNotificationMs: number;
+}
+
+/**
+ * start() rejects with this when the subscriber was not ready within startTimeoutMs:
+ * Redis down, silent or unreachable (spec/failure.md, start_redis_down).
+ */
+export class HotkeydUnreachableError extends Error {
+  override name = "HotkeydUnreachableError";
 }
 
 export interface SubscriberOptions {
@@ -40,6 +55,11 @@ export interface SubscriberOptions {
   onInvalidate?: (origin: string, keys: Buffer[]) => void;
   /** called after every (re)connect: anything cached may have missed invalidations */
   onReset?: () => void;
+  /**
+   * start() rejects with HotkeydUnreachableError after this long without a subscription
+   * and a bootstrap (start_timeout_ms of spec/limits.json, 5000)
+   */
+  startTimeoutMs?: number;
   /** instances whose heartbeat is older are ignored (30 s) */
   staleAfterMs?: number;
   /** periodic full resync, a safety net (60 s) */
@@ -66,21 +86,21 @@ export class Subscriber {
   readonly namespace: Namespace;
   readonly stats: SubscriberStats = {
     messages: 0, applied: 0, stale: 0, gaps: 0, resyncs: 0, connects: 0, badMessages: 0, badEntries: 0,
-    suspect: 0, unsigned: 0, refused: 0, invalidations: 0, halfOpen: 0,
+    suspect: 0, unsigned: 0, refused: 0, invalidations: 0, halfOpen: 0, lost: 0, lastNotificationMs: 0,
   };
   private heard = Date.now();
   private pinging = false;
   private handshakeSince = 0;
   private sub?: RedisLike;
   private timers: NodeJS.Timeout[] = [];
-  private readonly o: Required<Pick<SubscriberOptions, "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes" | "maxClockSkewMs" | "healthIntervalMs" | "wallClock">> &
+  private readonly o: Required<Pick<SubscriberOptions, "startTimeoutMs" | "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes" | "maxClockSkewMs" | "healthIntervalMs" | "wallClock">> &
     SubscriberOptions;
 
   constructor(
     readonly client: RedisLike,
     opts: SubscriberOptions = {},
   ) {
-    this.o = { staleAfterMs: limit("instance_max_age_s") * 1000, resyncEveryMs: 60_000, maxMessageBytes: limit("message_bytes_max"), maxClockSkewMs: limit("clock_skew_s_max") * 1000, healthIntervalMs: 5000, wallClock: Date.now, ...opts };
+    this.o = { startTimeoutMs: limit("start_timeout_ms"), staleAfterMs: limit("instance_max_age_s") * 1000, resyncEveryMs: 60_000, maxMessageBytes: limit("message_bytes_max"), maxClockSkewMs: limit("clock_skew_s_max") * 1000, healthIntervalMs: 5000, wallClock: Date.now, ...opts };
     this.namespace = opts.namespace ?? new Namespace();
     this.hotSet = new HotSet(opts.hotSet);
   }
@@ -102,16 +122,43 @@ export class Subscriber {
       this.heard = Date.now();
       void this.handleMessage(channel.toString(), message);
     });
+    let lastError: unknown;
+    sub.on("error", (e: unknown) => {
+      lastError = e;
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeoutMs = this.o.startTimeoutMs;
     try {
-      // Sharded channels live on the node that serves their slot: one SSUBSCRIBE each.
-      if (this.o.sharded) for (const ch of channels) await sub.ssubscribe(ch);
-      else await sub.subscribe(...channels);
-      await this.bootstrap();
+      const ready = (async () => {
+        // Sharded channels live on the node that serves their slot: one SSUBSCRIBE each.
+        if (this.o.sharded) for (const ch of channels) await sub.ssubscribe(ch);
+        else await sub.subscribe(...channels);
+        await this.bootstrap();
+      })();
+      ready.catch(() => {}); // after a timeout, its late rejection is ours to drop
+      await Promise.race([
+        ready,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            const why = lastError instanceof Error ? lastError.message : "no reply from Redis";
+            reject(new HotkeydUnreachableError(`hot-key subscriber not ready after ${timeoutMs} ms: ${why}`, { cause: lastError }));
+          }, timeoutMs);
+        }),
+      ]);
     } catch (e) {
       await this.close();
       throw e;
+    } finally {
+      clearTimeout(timer);
     }
     this.stats.connects++;
+    sub.on("close", () => {
+      // The subscription is gone and may miss invalidations: drop every local copy now,
+      // not only once reconnected (spec/failure.md, subscription_lost).
+      if (this.sub !== sub) return;
+      this.o.onReset?.();
+      this.stats.lost++;
+    });
     sub.on("ready", () => {
       // Registered once connected, so this runs on reconnects only.
       this.heard = Date.now();
@@ -194,6 +241,7 @@ export class Subscriber {
     }
     const msg = this.parse(payload);
     if (msg === undefined) return;
+    this.stats.lastNotificationMs = Date.now();
     const r = this.hotSet.apply(msg);
     if (r !== "gap") return this.count(r);
     this.stats.gaps++;

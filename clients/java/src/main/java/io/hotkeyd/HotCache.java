@@ -76,6 +76,7 @@ public final class HotCache implements AutoCloseable {
   private final byte[] invalidateChannelBytes;
   private final Namespace namespace;
   private final long demandIntervalMillis;
+  private final Duration startTimeout;
   private final CacheStats stats = new CacheStats();
   private final LocalCache local;
   private final AtomicLong demandSeq = new AtomicLong();
@@ -100,6 +101,7 @@ public final class HotCache implements AutoCloseable {
     this.origin = b.appId != null ? b.appId : defaultAppId();
     this.invalidateChannelBytes = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
     this.demandIntervalMillis = b.demandInterval.toMillis();
+    this.startTimeout = b.startTimeout;
     this.local = new LocalCache(clock, b.maxEntries, b.maxBytes, b.staleFor.toNanos(),
         b.waitTimeout.toNanos(), stats, hot::get, GET_S, GET_B, HGETALL_S, HGETALL_B, CACHED);
     hotset.addListener(new HotListener() {
@@ -129,6 +131,7 @@ public final class HotCache implements AutoCloseable {
     private Duration staleFor = Duration.ofSeconds(1);
     private Duration waitTimeout = Duration.ofMillis(500);
     private Duration demandInterval = Duration.ofMillis(250);
+    private Duration startTimeout = Duration.ofMillis(Limits.START_TIMEOUT_MS);
     private Broadcast broadcast = Broadcast.ALWAYS;
     private String appId;
     private MessageAuth auth;
@@ -187,6 +190,18 @@ public final class HotCache implements AutoCloseable {
       return this;
     }
 
+    /**
+     * Bound of {@link #start()}: with Redis down or silent it throws {@link HotkeydException}
+     * once this has passed ({@code start_timeout_ms} of spec/limits.json, 5 s).
+     */
+    public Builder startTimeout(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("start timeout must be positive, got " + d);
+      }
+      this.startTimeout = d;
+      return this;
+    }
+
     /** Demand-report interval, 250 to 500 ms. */
     public Builder demandInterval(Duration d) {
       if (d.toMillis() < 250 || d.toMillis() > 500) {
@@ -225,9 +240,15 @@ public final class HotCache implements AutoCloseable {
 
   // --------------------------------------------------------------- lifecycle
 
-  /** Start the subscriber (if owned) and the demand reports; wait for the bootstrap. */
+  /**
+   * Start the subscriber (if owned) and the demand reports; wait for the bootstrap, at most
+   * the builder's {@code startTimeout} (spec/failure.md, start_redis_down).
+   *
+   * @throws HotkeydException Redis down or silent for that long; the subscriber it owns is
+   *     stopped again
+   */
   public HotCache start() {
-    return start(Duration.ofSeconds(10));
+    return start(startTimeout);
   }
 
   public synchronized HotCache start(Duration timeout) {
@@ -237,6 +258,9 @@ public final class HotCache implements AutoCloseable {
     subscriber.start();
     try {
       if (!subscriber.awaitReady(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+        if (ownsSubscriber) {
+          subscriber.close(); // nothing keeps retrying behind a failed start
+        }
         throw new HotkeydException(
             "hot-key subscriber not ready after " + timeout + " (is Redis up?)");
       }

@@ -45,6 +45,8 @@ public final class Limits {
   public static final int DEMAND_ENTRIES_MAX = (int) get("demand_entries_max");
   /** Largest demand report in bytes ({@code demand_report_bytes_max}). */
   public static final int DEMAND_REPORT_BYTES_MAX = (int) get("demand_report_bytes_max");
+  /** Default bound of a client's start, in ms ({@code start_timeout_ms}; spec/failure.md). */
+  public static final long START_TIMEOUT_MS = get("start_timeout_ms");
   /** Shortest signing key ({@code auth_key_bytes_min}). */
   public static final int AUTH_KEY_BYTES_MIN = (int) get("auth_key_bytes_min");
 

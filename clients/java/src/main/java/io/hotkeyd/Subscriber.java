@@ -355,6 +355,10 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       if (stopped.get()) {
         break;
       }
+      // The subscription is gone and may miss invalidations: drop every local copy now,
+      // not only once resubscribed (spec/failure.md, subscription_lost).
+      invalidationsResubscribed();
+      stats().lost.incrementAndGet();
       if (ps != null && ps.dead) {
         LOG.warn("hotkeyd subscription silent and no reply to PING within {} ms: connection "
             + "presumed half-open; reconnecting", TimeUnit.NANOSECONDS.toMillis(healthIntervalNanos));

@@ -70,6 +70,9 @@ public class SubscriberCore {
    */
   public void onEventMessage(byte[] message) {
     Message msg = parse(message);
+    if (msg != null) {
+      stats.lastNotificationMillis.set(System.currentTimeMillis());
+    }
     if (msg != null && onEvent(msg)) {
       List<Message> snaps;
       try {

@@ -12,6 +12,13 @@ public final class SubscriberStats {
   public final AtomicLong resyncs = new AtomicLong();
   public final AtomicLong connects = new AtomicLong();
   public final AtomicLong reconnects = new AtomicLong();
+  /** Subscriptions lost; each dropped every local copy at once (spec/failure.md). */
+  public final AtomicLong lost = new AtomicLong();
+  /**
+   * Wall time (epoch ms) of the last valid notification, 0 if none: a daemon that stopped
+   * shows as a growing age while its keys live out their TTL (spec/failure.md).
+   */
+  public final AtomicLong lastNotificationMillis = new AtomicLong();
   public final AtomicLong badMessages = new AtomicLong();
   /** Messages and snapshots dropped because they were unsigned or did not verify. */
   public final AtomicLong unsigned = new AtomicLong();
@@ -27,7 +34,7 @@ public final class SubscriberStats {
   public String toString() {
     return "SubscriberStats{messages=" + messages + ", applied=" + applied + ", stale=" + stale
         + ", gaps=" + gaps + ", gapsUnrecovered=" + gapsUnrecovered + ", resyncs=" + resyncs
-        + ", connects=" + connects + ", reconnects=" + reconnects + ", badMessages="
+        + ", connects=" + connects + ", reconnects=" + reconnects + ", lost=" + lost + ", badMessages="
         + badMessages + ", badEntries=" + badEntries + ", suspect=" + suspect + ", invalidations=" + invalidations
         + ", halfOpen=" + halfOpen + "}";
   }
