@@ -101,6 +101,11 @@ class Service:
             if sources is not None
             else make_sources(settings, metrics=self.metrics, clock=self.clock)
         )
+        auth = (
+            MessageAuth.from_file(settings.auth_key_file)
+            if settings.auth_key_file
+            else MessageAuth.from_env()
+        )
         if publisher is not None:
             self.publisher = publisher
         elif settings.redis_url:
@@ -111,11 +116,7 @@ class Service:
                 clock=self.clock,
                 metrics=self.metrics,
                 heartbeat=settings.heartbeat,
-                auth=(
-                    MessageAuth.from_file(settings.auth_key_file)
-                    if settings.auth_key_file
-                    else MessageAuth.from_env()
-                ),
+                auth=auth,
             )
         else:
             import sys
@@ -132,6 +133,19 @@ class Service:
                 self.instance,
                 metrics=self.metrics,
                 clock=self.clock,
+            )
+        # Writes from anywhere: watch the hot keys on the data Redis (hotkeyd.watch).
+        self.watch: Any = None
+        if settings.redis_url and settings.watch:
+            from hotkeyd.watch import Watch
+
+            self.watch = Watch(
+                settings.watch_url or (settings.redis_url,),
+                settings.redis_url,
+                namespace=self.namespace,
+                origin=self.instance,
+                auth=auth,
+                metrics=self.metrics,
             )
         self._lane_names = _lane_names(self.sources)
         self.history = self._make_history()
@@ -218,6 +232,8 @@ class Service:
             err = src.error
             if err is not None:
                 degraded.append(f"source {src.name}: {err}")
+        if self.watch is not None:
+            degraded += self.watch.problems()
         if self.demand is not None and self.demand.error is not None:
             degraded.append(f"demand reports: {self.demand.error}")
         lags = self.detector.lags()
@@ -262,6 +278,8 @@ class Service:
             src.start()
         if self.demand is not None:
             self.demand.start()
+        if self.watch is not None:
+            self.watch.start()
         if self.settings.http_port is not None:
             from hotkeyd.daemon.http import HttpServer
 
@@ -388,6 +406,8 @@ class Service:
         top = [_rate_json(r) for r in self.detector.top()]
         self.view = (hot, top)
         self.publisher.update_state(hot, top)
+        if self.watch is not None:  # after the publish: arming never delays an announcement
+            self.watch.set_hot(h.key for h in hot)
 
     def _final_tick(self) -> None:
         """Input over or stop requested: close the open sub-window so its counts are rated.
@@ -414,6 +434,8 @@ class Service:
                 logger.debug("closing source %s after a failed start: %s", src.name, exc)
         if self.demand is not None:
             self.demand.close()
+        if self.watch is not None:
+            self.watch.close(timeout=1.0)
         if self.history is not None:
             self.history.close(timeout=1.0)
         try:
@@ -432,6 +454,8 @@ class Service:
                 logger.warning("closing source %s failed: %s", src.name, exc)
         if self.demand is not None:
             self.demand.close()
+        if self.watch is not None:
+            self.watch.close()
         hot: list[HotEntry] = self.detector.hot()
         try:
             self.publisher.publish([], hot, [], final=True)

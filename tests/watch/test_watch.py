@@ -1,0 +1,185 @@
+"""Writes from anywhere reach every app: the daemon's watch (hotkeyd.watch), real servers.
+
+A daemon reads keys on stdin (no MONITOR) and watches the hot keys on the data Redis;
+a HotCache serves a hot key locally; a writer that is not the SDK changes the key; the
+app must drop its copy within milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from hotkeyd.client import HotCache
+from hotkeyd.testing import RedisServer
+from hotkeyd.testing.daemon import DaemonProcess
+from tests.client.helpers import wait_until
+
+pytestmark = pytest.mark.integration
+
+BOUND = 0.5  # seconds: generous on a loaded 2-core machine; typical is a few ms
+
+
+class _Load:
+    """Keeps ``keys`` hot: feeds them into the daemon's stdin from a thread."""
+
+    def __init__(self, d: DaemonProcess, keys: dict[bytes, float]) -> None:
+        self.d, self.keys = d, keys
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.d.feed_rate(self.keys, seconds=0.2)
+            except (BrokenPipeError, ValueError, OSError):
+                return
+
+    def __enter__(self) -> _Load:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join(5)
+
+
+def _dropped_within(cache: HotCache, key: bytes, write: Callable[[], object]) -> float:
+    """Cache ``key`` locally, run ``write``, return seconds until the copy is gone."""
+    assert wait_until(lambda: key in cache.hotset, timeout=10)
+    time.sleep(0.02)  # the previous write's invalidation is through
+    cache.get(key)
+    assert wait_until(lambda: key in cache.local, timeout=2), "no local copy"
+    t0 = time.perf_counter()
+    write()
+    while key in cache.local:
+        if time.perf_counter() - t0 > 5:
+            raise AssertionError(f"copy of {key!r} still served 5 s after the write")
+        time.sleep(0.0002)
+    return time.perf_counter() - t0
+
+
+@pytest.fixture
+def daemon(redis_server: RedisServer) -> Iterator[DaemonProcess]:
+    with DaemonProcess("--redis-url", redis_server.url, "--window", "0.5") as d:
+        yield d
+
+
+def test_writes_from_anywhere_drop_the_copy(
+    redis_server: RedisServer, daemon: DaemonProcess
+) -> None:
+    data = redis.Redis.from_url(redis_server.url)  # not the SDK
+    key = b"item:1"
+    data.set(key, b"v0")
+    cache = HotCache.from_url(redis_server.url)
+    lat: dict[str, list[float]] = {"set": [], "lua": [], "expire": [], "kill": []}
+    try:
+        with _Load(daemon, {key: 3000.0}):
+            for i in range(20):
+                lat["set"].append(
+                    _dropped_within(cache, key, lambda i=i: data.set(key, b"s%d" % i))
+                )
+            for i in range(5):
+                lat["lua"].append(
+                    _dropped_within(
+                        cache,
+                        key,
+                        lambda i=i: data.eval("redis.call('SET', KEYS[1], ARGV[1])", 1, key, i),
+                    )
+                )
+            # expiry: Redis pushes the invalidation when its expiry cycle deletes the key
+            set_at = time.perf_counter()
+            data.set(key, b"e", px=300)
+            _dropped_within(cache, key, lambda: None)
+            after = time.perf_counter() - set_at
+            assert after >= 0.3, "dropped before the key expired: not the expiry"
+            lat["expire"].append(after - 0.3)
+            data.set(key, b"v")
+            # the watch connection killed: re-armed, and later writes still invalidate
+            before = daemon.metric("hotkeyd_watch_reconnects_total")
+            data.execute_command(
+                "CLIENT", "KILL", "SKIPME", "yes", "TYPE", "normal", "USER", "default"
+            )
+            assert wait_until(
+                lambda: daemon.metric("hotkeyd_watch_reconnects_total") > before, timeout=5
+            ), daemon.stderr
+            data = redis.Redis.from_url(redis_server.url)
+            for i in range(5):
+                lat["kill"].append(
+                    _dropped_within(cache, key, lambda i=i: data.set(key, b"k%d" % i))
+                )
+        assert daemon.metric("hotkeyd_watch_invalidations_total") >= 30
+        assert daemon.metric("hotkeyd_watch_armed_total") >= 30
+        worst = {k: max(v) for k, v in lat.items()}
+        print("watch invalidation latency, worst per writer (ms):",
+              {k: round(v * 1000, 2) for k, v in worst.items()})  # fmt: skip
+        assert all(v < BOUND for v in worst.values()), worst
+    finally:
+        cache.close()
+
+
+def test_eviction_under_maxmemory_drops_the_copy() -> None:
+    with RedisServer(
+        extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random"]
+    ) as rs:
+        data = redis.Redis.from_url(rs.url)
+        key = b"item:evict"
+        data.set(key, b"v0")
+        with DaemonProcess("--redis-url", rs.url, "--window", "0.5") as d, _Load(d, {key: 3000.0}):
+            cache = HotCache.from_url(rs.url)
+            try:
+                filler = 0
+
+                def fill() -> None:  # until our key is evicted
+                    nonlocal filler
+                    while data.exists(key):
+                        pipe = data.pipeline(transaction=False)
+                        for _ in range(200):
+                            filler += 1
+                            pipe.set(b"fill:%d" % filler, b"x" * 1000)
+                        pipe.execute()
+
+                took = _dropped_within(cache, key, fill)
+                assert took < 5
+            finally:
+                cache.close()
+            assert d.metric("hotkeyd_watch_invalidations_total", cause="write") >= 1
+
+
+def test_flush_invalidates_every_hot_key_and_heartbeats_flow(
+    redis_server: RedisServer, daemon: DaemonProcess
+) -> None:
+    data = redis.Redis.from_url(redis_server.url)
+    keys = [b"a:1", b"a:2"]
+    for k in keys:
+        data.set(k, b"v")
+    sub = data.pubsub()
+    sub.subscribe("hotkeyd:watch")
+    cache = HotCache.from_url(redis_server.url)
+    try:
+        with _Load(daemon, dict.fromkeys(keys, 3000.0)):
+            assert wait_until(lambda: all(k in cache.hotset for k in keys), timeout=10)
+            for k in keys:
+                cache.get(k)
+            assert wait_until(lambda: all(k in cache.local for k in keys), timeout=2)
+            data.flushall()
+            assert wait_until(lambda: not any(k in cache.local for k in keys), timeout=BOUND)
+            beats = []
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 1.0:
+                m = sub.get_message(timeout=0.2)
+                if m and m["type"] == "message":
+                    beats.append(json.loads(m["data"]))
+            assert 5 <= len(beats) <= 15, beats  # every 100 ms
+            assert beats[-1]["up"] is True and beats[-1]["epoch"] >= 1
+            assert set(beats[-1]) == {"v", "instance", "node", "epoch", "up", "keys", "ts"}
+        assert daemon.metric("hotkeyd_watch_invalidations_total", cause="flush") >= 2
+        assert daemon.health() == "ok"
+    finally:
+        sub.close()
+        cache.close()
