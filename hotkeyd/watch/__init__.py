@@ -184,10 +184,16 @@ class NodeWatch:
                 self._heartbeat()  # up: false, at once
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
+            except (redis.AuthenticationError, redis.ResponseError) as exc:  # ACL, auth
+                self._warn(logging.ERROR, "watch %s refused: %s (see its ACL)", self.node, exc)
+                self._lost(str(exc))
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
             except Exception as exc:  # a bug must not end the watch silently
                 self._warn(logging.ERROR, "watch %s failed", self.node, exc_info=True)
                 self._lost(f"{type(exc).__name__}: {exc}")
                 self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
         if self._client is not None:
             self._client.close()
 

@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import pytest
 import redis
@@ -81,15 +82,13 @@ def test_writes_from_anywhere_drop_the_copy(
     try:
         with _Load(daemon, {key: 3000.0}):
             for i in range(20):
-                lat["set"].append(
-                    _dropped_within(cache, key, lambda i=i: data.set(key, b"s%d" % i))
-                )
+                lat["set"].append(_dropped_within(cache, key, partial(data.set, key, b"s%d" % i)))
             for i in range(5):
                 lat["lua"].append(
                     _dropped_within(
                         cache,
                         key,
-                        lambda i=i: data.eval("redis.call('SET', KEYS[1], ARGV[1])", 1, key, i),
+                        partial(data.eval, "redis.call('SET', KEYS[1], ARGV[1])", 1, key, i),
                     )
                 )
             # expiry: Redis pushes the invalidation when its expiry cycle deletes the key
@@ -110,9 +109,7 @@ def test_writes_from_anywhere_drop_the_copy(
             ), daemon.stderr
             data = redis.Redis.from_url(redis_server.url)
             for i in range(5):
-                lat["kill"].append(
-                    _dropped_within(cache, key, lambda i=i: data.set(key, b"k%d" % i))
-                )
+                lat["kill"].append(_dropped_within(cache, key, partial(data.set, key, b"k%d" % i)))
         assert daemon.metric("hotkeyd_watch_invalidations_total") >= 30
         assert daemon.metric("hotkeyd_watch_armed_total") >= 30
         worst = {k: max(v) for k, v in lat.items()}
