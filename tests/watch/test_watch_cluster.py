@@ -1,0 +1,55 @@
+"""The watch on a 3-primary Redis Cluster: one watch per primary, each key armed on the
+primary that owns its slot; a direct write on any primary drops the apps' copies."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from redis.cluster import RedisCluster
+
+from hotkeyd.client import HotCache
+from hotkeyd.testing import RedisClusterServers
+from hotkeyd.testing.daemon import DaemonProcess
+from tests.client.helpers import wait_until
+
+from .test_watch import BOUND, _Load
+
+pytestmark = pytest.mark.integration
+
+
+def test_direct_writes_on_every_primary_drop_the_copies(
+    redis_cluster: RedisClusterServers,
+) -> None:
+    keys: dict[int, bytes] = {}
+    i = 0
+    while len(keys) < 3:  # one key per primary
+        k = b"w:%d" % i
+        keys.setdefault(redis_cluster.node_for(k).port, k)
+        i += 1
+    data = RedisCluster.from_url(redis_cluster.url)
+    for k in keys.values():
+        data.set(k, b"v0")
+    with DaemonProcess("--redis-url", redis_cluster.url, "--window", "0.5") as d, _Load(
+        d, dict.fromkeys(keys.values(), 3000.0)
+    ):  # fmt: skip
+        cache = HotCache.from_url(redis_cluster.url)
+        try:
+            assert wait_until(lambda: d.metric("hotkeyd_watch_up") == 3, timeout=10), d.stderr
+            assert wait_until(lambda: all(k in cache.hotset for k in keys.values()), timeout=10)
+            assert wait_until(lambda: d.metric("hotkeyd_watch_keys") == 3, timeout=5)
+            for port in keys:  # armed where the slot lives: one key per node
+                assert d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{port}") == 1
+            time.sleep(0.05)
+            for k in keys.values():
+                cache.get(k)
+            assert wait_until(lambda: all(k in cache.local for k in keys.values()), timeout=2)
+            for k in keys.values():
+                t0 = time.perf_counter()
+                data.set(k, b"v1")
+                assert wait_until(lambda k=k: k not in cache.local, timeout=BOUND), d.stderr
+                print(f"cluster: {k!r} dropped in {(time.perf_counter() - t0) * 1000:.2f} ms")
+            assert "Traceback" not in d.stderr, d.stderr
+        finally:
+            cache.close()
+            data.close()
