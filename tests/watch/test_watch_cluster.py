@@ -4,6 +4,7 @@ primary that owns its slot; a direct write on any primary drops the apps' copies
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 from redis.cluster import RedisCluster
@@ -16,6 +17,10 @@ from tests.client.helpers import wait_until
 from .test_watch import BOUND, _Load
 
 pytestmark = pytest.mark.integration
+
+
+def _gone(cache: HotCache, key: bytes) -> bool:
+    return key not in cache.local
 
 
 def test_direct_writes_on_every_primary_drop_the_copies(
@@ -47,7 +52,7 @@ def test_direct_writes_on_every_primary_drop_the_copies(
             for k in keys.values():
                 t0 = time.perf_counter()
                 data.set(k, b"v1")
-                assert wait_until(lambda k=k: k not in cache.local, timeout=BOUND), d.stderr
+                assert wait_until(partial(_gone, cache, k), timeout=BOUND), d.stderr
                 print(f"cluster: {k!r} dropped in {(time.perf_counter() - t0) * 1000:.2f} ms")
             assert "Traceback" not in d.stderr, d.stderr
         finally:
