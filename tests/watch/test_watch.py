@@ -12,7 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 
+import jsonschema
 import pytest
 import redis
 
@@ -23,6 +25,7 @@ from tests.client.helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
+SPEC = Path(__file__).resolve().parents[2] / "spec"
 BOUND = 0.5  # seconds: generous on a loaded 2-core machine; typical is a few ms
 
 
@@ -174,7 +177,9 @@ def test_flush_invalidates_every_hot_key_and_heartbeats_flow(
                     beats.append(json.loads(m["data"]))
             assert 5 <= len(beats) <= 15, beats  # every 100 ms
             assert beats[-1]["up"] is True and beats[-1]["epoch"] >= 1
-            assert set(beats[-1]) == {"v", "instance", "node", "epoch", "up", "keys", "ts"}
+            schema = json.loads((SPEC / "schema" / "watch-heartbeat-v1.json").read_text())
+            for b in beats:
+                jsonschema.validate(b, schema)
         assert daemon.metric("hotkeyd_watch_invalidations_total", cause="flush") >= 2
         assert daemon.health() == "ok"
     finally:
