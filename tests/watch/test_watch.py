@@ -185,3 +185,35 @@ def test_flush_invalidates_every_hot_key_and_heartbeats_flow(
     finally:
         sub.close()
         cache.close()
+
+
+def test_signed_invalidations_with_auth(redis_server: RedisServer, tmp_path: Path) -> None:
+    """With --auth-key-file the watch signs its invalidations and heartbeats (a trailing
+    ``sig``, as every daemon message); the SDK's decoder ignores the field and drops."""
+    from hotkeyd.protocol.auth import MessageAuth
+
+    secret = b"watch-test-key-0123456789"
+    keyfile = tmp_path / "auth.key"
+    keyfile.write_bytes(secret + b"\n")
+    auth = MessageAuth([secret])
+    data = redis.Redis.from_url(redis_server.url)
+    key = b"item:signed"
+    data.set(key, b"v0")
+    sub = data.pubsub()
+    sub.subscribe("hotkeyd:invalidate", "hotkeyd:watch")
+    with DaemonProcess(
+        "--redis-url", redis_server.url, "--auth-key-file", str(keyfile), "--window", "0.5"
+    ) as d, _Load(d, {key: 3000.0}):  # fmt: skip
+        cache = HotCache.from_url(redis_server.url, auth=auth)
+        try:
+            took = _dropped_within(cache, key, partial(data.set, key, b"v1"))
+            assert took < BOUND
+        finally:
+            cache.close()
+    seen: set[bytes] = set()
+    while (m := sub.get_message(timeout=0.1)) is not None:
+        if m["type"] == "message":
+            assert auth.verify(m["data"]) is not None, m  # signed with the daemon's key
+            seen.add(m["channel"])
+    sub.close()
+    assert seen == {b"hotkeyd:invalidate", b"hotkeyd:watch"}
