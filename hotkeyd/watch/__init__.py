@@ -51,6 +51,12 @@ HEARTBEAT_INTERVAL = 0.1
 
 _ARM_BATCH = 256  # keys armed per round trip
 _POLL = 0.002  # seconds the watch thread waits for pushes between jobs
+REARM_SPACING = 0.05
+"""Seconds between two re-arms of one key. A tracking table smaller than the hot set
+(``tracking-table-max-keys``) makes each re-arm evict another key, which Redis reports
+as an invalidation: without spacing the watch would broadcast thousands per second.
+A key invalidated again sooner is broadcast at once *and* once more after its deferred
+re-arm, so a write in between is still dropped within this spacing."""
 
 
 class WatchMetrics:
@@ -65,7 +71,7 @@ class WatchMetrics:
         self.invalidations = Counter(
             "hotkeyd_watch_invalidations_total",
             "Keys invalidated on the bus because the data Redis reported a write, per cause "
-            "(write, flush, reconnect).",
+            "(write, flush, reconnect, deferred: again after a spaced re-arm).",
             ["node", "cause"], registry=r,
         )  # fmt: skip
         self.reconnects = Counter(
@@ -135,6 +141,8 @@ class NodeWatch:
         self.error: str | None = None
         self._want: frozenset[bytes] = frozenset()  # the hot keys this node owns
         self._armed: set[bytes] = set()
+        self._last_arm: dict[bytes, float] = {}
+        self._deferred: dict[bytes, float] = {}  # key -> when to re-arm it
         self._pushes: list[list[bytes] | None] = []
         self._changed = threading.Event()
         self._stop = threading.Event()
@@ -175,6 +183,7 @@ class NodeWatch:
                     self._sync()
                 self._drain(_POLL)
                 self._handle_pushes()
+                self._due_rearms()
                 now = time.monotonic()
                 if now >= next_beat:
                     next_beat = now + HEARTBEAT_INTERVAL
@@ -221,8 +230,9 @@ class NodeWatch:
         self.wm.epoch.labels(node=self.node).set(self.epoch)
         self.connected, self.error = True, None
         self.wm.up.labels(node=self.node).set(1)
-        stale = set(self._armed)
+        stale = set(self._armed) | set(self._deferred)
         self._armed.clear()
+        self._deferred.clear()
         self._changed.clear()
         self._sync()  # re-arm every hot key first ...
         if self.epoch > 1:  # ... then drop the copies taken while unwatched
@@ -245,6 +255,8 @@ class NodeWatch:
             want = self._want
         gone = self._armed - want
         self._armed -= gone  # cooled keys: Redis forgets them at their next write
+        for k in [k for k in self._last_arm if k not in want]:
+            del self._last_arm[k]
         self._arm([k for k in want if k not in self._armed])
 
     def _arm(self, keys: Iterable[bytes]) -> None:
@@ -268,6 +280,7 @@ class NodeWatch:
                     continue
                 if j % 2 == 1:
                     self._armed.add(chunk[j // 2])
+                    self._last_arm[chunk[j // 2]] = time.monotonic()
             self.wm.armed.labels(node=self.node).inc(len(chunk))
             if moved and self.on_moved is not None:
                 self.on_moved()
@@ -304,8 +317,42 @@ class NodeWatch:
         self._armed -= keys
         with self._lock:
             want = self._want
-        self._arm([k for k in keys if k in want])
+        now = time.monotonic()
+        now_keys, later = [], []
+        for k in keys:
+            if k not in want:
+                continue
+            if now - self._last_arm.get(k, 0.0) < REARM_SPACING:
+                later.append(k)
+            else:
+                now_keys.append(k)
+        self._arm(now_keys)
+        if later:
+            self._warn(
+                logging.WARNING,
+                "watch %s: keys invalidated faster than every %g s; re-arms spaced (a "
+                "tracking table smaller than the hot set? raise tracking-table-max-keys)",
+                self.node, REARM_SPACING,
+            )  # fmt: skip
+            for k in later:
+                self._deferred.setdefault(k, self._last_arm[k] + REARM_SPACING)
         self._broadcast(keys, cause)
+
+    def _due_rearms(self) -> None:
+        """Re-arm the deferred keys whose time came, then invalidate them again."""
+        if not self._deferred:
+            return
+        now = time.monotonic()
+        due = [k for k, t in self._deferred.items() if t <= now]
+        if not due:
+            return
+        for k in due:
+            del self._deferred[k]
+        with self._lock:
+            want = self._want
+        due = [k for k in due if k in want and k not in self._armed]
+        self._arm(due)
+        self._broadcast(due, "deferred")
 
     def _broadcast(self, keys: Iterable[bytes], cause: str) -> None:
         ks = sorted(keys)

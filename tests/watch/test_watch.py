@@ -217,3 +217,32 @@ def test_signed_invalidations_with_auth(redis_server: RedisServer, tmp_path: Pat
             seen.add(m["channel"])
     sub.close()
     assert seen == {b"hotkeyd:invalidate", b"hotkeyd:watch"}
+
+
+def test_a_tracking_table_smaller_than_the_hot_set_does_not_storm() -> None:
+    """tracking-table-max-keys 1 and two hot keys: every re-arm evicts the other key,
+    which Redis reports as an invalidation. The re-arms are spaced (REARM_SPACING), so
+    the broadcasts stay tens per second, not thousands, and writes still drop copies."""
+    from hotkeyd.watch import REARM_SPACING
+
+    with RedisServer(extra_args=["--tracking-table-max-keys", "1"]) as rs:
+        data = redis.Redis.from_url(rs.url)
+        keys = [b"t:1", b"t:2"]
+        for k in keys:
+            data.set(k, b"v0")
+        with DaemonProcess("--redis-url", rs.url, "--window", "0.5") as d, _Load(
+            d, dict.fromkeys(keys, 3000.0)
+        ):  # fmt: skip
+            cache = HotCache.from_url(rs.url)
+            try:
+                took = _dropped_within(cache, keys[0], partial(data.set, keys[0], b"v1"))
+                assert took < BOUND
+                n0, t0 = d.metric("hotkeyd_watch_invalidations_total"), time.monotonic()
+                time.sleep(1.0)
+                rate = (d.metric("hotkeyd_watch_invalidations_total") - n0) / (
+                    time.monotonic() - t0
+                )
+                # per key at most 2 broadcasts per spacing period (+ slack for scheduling)
+                assert rate < 1.5 * len(keys) * 2 / REARM_SPACING, rate
+            finally:
+                cache.close()
