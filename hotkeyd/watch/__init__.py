@@ -246,6 +246,8 @@ class NodeWatch:
     def _lost(self, why: str) -> None:
         if self.connected:
             logger.warning("watch %s lost: %s; reconnecting", self.node, why)
+            if self.on_moved is not None:  # a cluster node: it may have failed over
+                self.on_moved()
         self.connected, self.error = False, why
         self.wm.up.labels(node=self.node).set(0)
         self._conn = None
@@ -407,7 +409,8 @@ class Watch:
         self._slots: dict[str, list[tuple[int, int, NodeWatch]]] = {}
         self._plain: dict[str, NodeWatch] = {}
         self._keys: frozenset[bytes] = frozenset()
-        self._refresh = threading.Event()
+        self._refresh = threading.Event()  # set on MOVED or a lost cluster node
+        self._refreshed = 0.0
         self._lock = threading.Lock()
 
     def start(self) -> Watch:
@@ -458,9 +461,13 @@ class Watch:
         if ks == self._keys and not self._refresh.is_set():
             return
         self._keys = ks
-        if self._refresh.is_set():
+        now = time.monotonic()
+        if self._refresh.is_set() and now - self._refreshed >= 1.0:  # at most 1/s
             self._refresh.clear()
-            threading.Thread(target=self._refresh_all, daemon=True).start()
+            self._refreshed = now
+            threading.Thread(
+                target=self._refresh_all, name="hotkeyd-watch-topology", daemon=True
+            ).start()
         self._assign()
 
     def _assign(self) -> None:
