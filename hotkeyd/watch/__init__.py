@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL = 0.1
 """Seconds between two heartbeats of one node's watch."""
 
+TOPOLOGY_REFRESH = 5.0
+"""Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 _ARM_BATCH = 256  # keys armed per round trip
 _POLL = 0.002  # seconds the watch thread waits for pushes between jobs
 REARM_SPACING = 0.05
@@ -458,10 +460,12 @@ class Watch:
     def set_hot(self, keys: Iterable[bytes]) -> None:
         """The current hot set (called at each tick; never blocks on I/O)."""
         ks = frozenset(keys)
+        now = time.monotonic()
+        if self._slots and now - self._refreshed >= TOPOLOGY_REFRESH:
+            self._refresh.set()  # a manual failover or a slot move need not cut a watch
         if ks == self._keys and not self._refresh.is_set():
             return
         self._keys = ks
-        now = time.monotonic()
         if self._refresh.is_set() and now - self._refreshed >= 1.0:  # at most 1/s
             self._refresh.clear()
             self._refreshed = now

@@ -15,6 +15,7 @@ from hotkeyd.testing.daemon import DaemonProcess
 from tests.client.helpers import wait_until
 
 from .test_watch import BOUND, _Load
+from .test_watch import _dropped_within as _dropped
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +56,40 @@ def test_direct_writes_on_every_primary_drop_the_copies(
                 assert wait_until(partial(_gone, cache, k), timeout=BOUND), d.stderr
                 print(f"cluster: {k!r} dropped in {(time.perf_counter() - t0) * 1000:.2f} ms")
             assert "Traceback" not in d.stderr, d.stderr
+        finally:
+            cache.close()
+            data.close()
+
+
+def test_a_failover_moves_the_watch_to_the_new_primary(
+    own_redis_cluster: RedisClusterServers,
+) -> None:
+    cluster = own_redis_cluster
+    key = b"w:failover"
+    data = RedisCluster.from_url(cluster.url)
+    data.set(key, b"v0")
+    with DaemonProcess("--redis-url", cluster.url, "--window", "0.5") as d, _Load(
+        d, {key: 3000.0}
+    ):  # fmt: skip
+        cache = HotCache.from_url(cluster.url)
+        try:
+            old = cluster.node_for(key)
+            assert wait_until(
+                lambda: d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{old.port}") == 1,
+                timeout=10,
+            ), d.stderr
+            new = cluster.failover(old)
+            # the topology is re-read (MOVED, a lost node, or every TOPOLOGY_REFRESH s)
+            assert wait_until(
+                lambda: d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{new.port}") == 1,
+                timeout=10,
+            ), d.stderr
+            data.close()
+            data = RedisCluster.from_url(cluster.url)
+            time.sleep(0.1)
+            took = _dropped(cache, key, partial(data.set, key, b"v1"))
+            print(f"after failover: dropped in {took * 1000:.2f} ms")
+            assert took < BOUND
         finally:
             cache.close()
             data.close()
