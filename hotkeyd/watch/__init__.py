@@ -52,7 +52,7 @@ HEARTBEAT_INTERVAL = 0.1
 TOPOLOGY_REFRESH = 5.0
 """Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 _ARM_BATCH = 256  # keys armed per round trip
-_POLL = 0.002  # seconds the watch thread waits for pushes between jobs
+_POLL = 0.01  # longest wait for pushes between jobs (a push wakes the thread at once)
 REARM_SPACING = 0.05
 """Seconds between two re-arms of one key. A tracking table smaller than the hot set
 (``tracking-table-max-keys``) makes each re-arm evict another key, which Redis reports
@@ -310,8 +310,9 @@ class NodeWatch:
             return
         pushes, self._pushes = self._pushes, []
         flush = any(p is None for p in pushes)
-        if flush:
-            keys = set(self._armed)
+        if flush:  # every hot key, also one whose arming is still under way
+            with self._lock:
+                keys = set(self._armed) | set(self._want)
             cause = "flush"
         else:
             keys = {k for p in pushes if p is not None for k in p}

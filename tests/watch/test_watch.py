@@ -70,6 +70,12 @@ def _dropped_within(cache: HotCache, key: bytes, write: Callable[[], object]) ->
     return time.perf_counter() - t0
 
 
+def _armed(d: DaemonProcess, n: int) -> None:
+    """Wait until the daemon's watch armed ``n`` keys (arming follows the announcement by
+    a few ms; an app may copy a key before: the strict mode of issue 25 closes that gap)."""
+    assert wait_until(lambda: d.metric("hotkeyd_watch_keys") >= n, timeout=10), d.stderr
+
+
 @pytest.fixture
 def daemon(redis_server: RedisServer) -> Iterator[DaemonProcess]:
     with DaemonProcess("--redis-url", redis_server.url, "--window", "0.5") as d:
@@ -86,6 +92,7 @@ def test_writes_from_anywhere_drop_the_copy(
     lat: dict[str, list[float]] = {"set": [], "lua": [], "expire": [], "kill": []}
     try:
         with _Load(daemon, {key: 3000.0}):
+            _armed(daemon, 1)
             for i in range(50):
                 lat["set"].append(_dropped_within(cache, key, partial(data.set, key, b"s%d" % i)))
             for i in range(5):
@@ -137,6 +144,7 @@ def test_eviction_under_maxmemory_drops_the_copy() -> None:
         data.set(key, b"v0")
         with DaemonProcess("--redis-url", rs.url, "--window", "0.5") as d, _Load(d, {key: 3000.0}):
             cache = HotCache.from_url(rs.url)
+            _armed(d, 1)
             try:
                 filler = 0
 
@@ -169,6 +177,7 @@ def test_flush_invalidates_every_hot_key_and_heartbeats_flow(
     try:
         with _Load(daemon, dict.fromkeys(keys, 3000.0)):
             assert wait_until(lambda: all(k in cache.hotset for k in keys), timeout=10)
+            _armed(daemon, 2)
             for k in keys:
                 cache.get(k)
             assert wait_until(lambda: all(k in cache.local for k in keys), timeout=2)
@@ -210,6 +219,7 @@ def test_signed_invalidations_with_auth(redis_server: RedisServer, tmp_path: Pat
         "--redis-url", redis_server.url, "--auth-key-file", str(keyfile), "--window", "0.5"
     ) as d, _Load(d, {key: 3000.0}):  # fmt: skip
         cache = HotCache.from_url(redis_server.url, auth=auth)
+        _armed(d, 1)
         try:
             took = _dropped_within(cache, key, partial(data.set, key, b"v1"))
             assert took < BOUND
