@@ -81,6 +81,14 @@ class Settings:
         "SPUBLISH instead of PUBLISH (Redis >= 7): on a cluster only the channel's shard "
         "carries the messages. Applications must use Namespace(sharded=True).",
     )
+    watch_url: tuple[str, ...] = option(
+        (),
+        "Data Redis whose hot keys the daemon watches (CLIENT TRACKING) to broadcast an "
+        "invalidation of any write to them; repeatable; a cluster node means every primary "
+        "[default: the --redis-url bus].",
+        multiple=True,
+    )
+    watch: bool = option(True, "Watch the hot keys on the data Redis (--no-watch: off).")
     instance: str | None = option(None, "Instance id [default: host-pid-random].")
     auth_key_file: str | None = option(
         None,

@@ -59,11 +59,34 @@ def make_publisher(
         clock=clock,
         metrics=metrics,
         heartbeat=settings.heartbeat,
-        auth=(
-            MessageAuth.from_file(settings.auth_key_file)
-            if settings.auth_key_file
-            else MessageAuth.from_env()
-        ),
+        auth=make_auth(settings),
+    )
+
+
+def make_auth(settings: Settings) -> MessageAuth | None:
+    """The daemon's message signing key (``--auth-key-file``, or the environment)."""
+    return (
+        MessageAuth.from_file(settings.auth_key_file)
+        if settings.auth_key_file
+        else MessageAuth.from_env()
+    )
+
+
+def make_watch(
+    settings: Settings, *, namespace: Namespace, instance: str, metrics: Metrics
+) -> Any:
+    """Writes from anywhere: watch the hot keys on the data Redis (hotkeyd.watch)."""
+    if not (settings.redis_url and settings.watch):
+        return None
+    from hotkeyd.watch import Watch
+
+    return Watch(
+        settings.watch_url or (settings.redis_url,),
+        settings.redis_url,
+        namespace=namespace,
+        origin=instance,
+        auth=make_auth(settings),
+        metrics=metrics,
     )
 
 

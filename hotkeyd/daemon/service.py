@@ -26,6 +26,7 @@ from typing import IO, Any
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import (
+    make_watch,
     make_demand_intake,
     make_history,
     make_namespace,
@@ -113,6 +114,7 @@ class Service:
         self.demand: DemandIntake | None = make_demand_intake(
             settings, namespace=ns, instance=inst, metrics=m, clock=c
         )
+        self.watch: Any = make_watch(settings, namespace=ns, instance=inst, metrics=m)
         self._lane_names = _lane_names(self.sources)
         self.history = make_history(settings, namespace=ns, instance=inst, metrics=m, clock=c)
         self.state = ServiceState()
@@ -181,6 +183,8 @@ class Service:
             err = src.error
             if err is not None:
                 degraded.append(f"source {src.name}: {err}")
+        if self.watch is not None:
+            degraded += self.watch.problems()
         if self.demand is not None and self.demand.error is not None:
             degraded.append(f"demand reports: {self.demand.error}")
         lags = self.detector.lags()
@@ -225,6 +229,8 @@ class Service:
             src.start()
         if self.demand is not None:
             self.demand.start()
+        if self.watch is not None:
+            self.watch.start()
         if self.settings.http_port is not None:
             from hotkeyd.daemon.http import HttpServer
 
@@ -351,6 +357,8 @@ class Service:
         top = [_rate_json(r) for r in self.detector.top()]
         self.view = (hot, top)
         self.publisher.update_state(hot, top)
+        if self.watch is not None:  # after the publish: arming never delays an announcement
+            self.watch.set_hot(h.key for h in hot)
 
     def _final_tick(self) -> None:
         """Input over or stop requested: close the open sub-window so its counts are rated.
@@ -377,6 +385,8 @@ class Service:
                 logger.debug("closing source %s after a failed start: %s", src.name, exc)
         if self.demand is not None:
             self.demand.close()
+        if self.watch is not None:
+            self.watch.close(timeout=1.0)
         if self.history is not None:
             self.history.close(timeout=1.0)
         try:
@@ -395,6 +405,8 @@ class Service:
                 logger.warning("closing source %s failed: %s", src.name, exc)
         if self.demand is not None:
             self.demand.close()
+        if self.watch is not None:
+            self.watch.close()
         hot: list[HotEntry] = self.detector.hot()
         try:
             self.publisher.publish([], hot, [], final=True)

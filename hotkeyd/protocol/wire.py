@@ -345,6 +345,11 @@ class Namespace:
     def invalidate_channel(self) -> str:
         return f"{self.prefix}:invalidate"
 
+    @property
+    def watch_channel(self) -> str:
+        """Where the daemon's watch of each data node sends its heartbeat (every 100 ms)."""
+        return f"{self.prefix}:watch"
+
     def demand_channel(self, instance: str) -> str:
         """Where apps report the demand they served locally to daemon ``instance``."""
         return f"{self.prefix}:demand:{instance}"
