@@ -37,13 +37,16 @@ install-dev: $(PY)  ## editable install with test/dev/bench extras; native build
 	HOTKEYD_REQUIRE_NATIVE=1 $(PIP) install -q -e '.[dev,bench]'
 	HOTKEYD_REQUIRE_NATIVE=1 $(PY) setup.py -q build_ext --inplace
 
-servers:            ## redis-server and redis-tools, PostgreSQL (apt) when missing
+servers:            ## redis-server and redis-tools, PostgreSQL, chromium (console tests) (apt) when missing
 	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || \
 	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server redis-tools)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql)
+	@command -v chromium >/dev/null || \
+	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium)
 
 java-deps:          ## JDK 17 and Maven (apt) when missing: the Java client (clients/java)
 	@command -v mvn >/dev/null && command -v javac >/dev/null || \
