@@ -136,6 +136,10 @@ function renderNow(doc) {
   stats.maxMs = Math.max(stats.maxMs, ms);
   stats.totalMs += ms;
   stats.rows = doc.rows.length;
+  // also in the DOM, so a --dump-dom run (tests, benchmarks/console.py) can read them
+  document.body.dataset.renders = String(stats.renders);
+  document.body.dataset.renderMaxMs = stats.maxMs.toFixed(2);
+  document.body.dataset.renderLastMs = ms.toFixed(2);
 }
 
 async function pollNow() {
