@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format bench run fuzz clean
+.PHONY: docs venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format bench run fuzz clean
 
 venv: $(PY)
 
@@ -168,3 +168,6 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV)
+
+docs: $(PY)          ## console screenshots (docs/console-*.png) from a scripted daemon + headless chromium run
+	$(PY) docs/console_screenshots.py
