@@ -1,6 +1,6 @@
 """Regenerate docs/console-*.png: a scripted run of the daemon and headless Chromium.
 
-    make docs
+make docs
 """
 
 from __future__ import annotations

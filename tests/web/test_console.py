@@ -120,3 +120,22 @@ def test_browser_shows_hot_key_inert_and_key_page(daemon: DaemonProcess) -> None
     assert ">product:42</h1>" in page
     assert "<polyline" in page
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make servers)")
+def test_browser_history_shows_interval_after_cooling(daemon: DaemonProcess) -> None:
+    import json
+
+    deadline = time.monotonic() + 15
+    done: list[dict[str, object]] = []
+    while time.monotonic() < deadline and not done:
+        doc = json.loads(_req(daemon.url("/api/history"))[2])
+        done = [iv for iv in doc["intervals"] if iv["key"] == "product:42" and iv["end"]]
+        time.sleep(0.5)
+    assert done, "product:42 never cooled"
+    dom = _dump(daemon.url("/#/history"))
+    assert "interval(s) of" in dom and ">product:42</a>" in dom
+    status, headers, body = _req(daemon.url("/api/history?format=csv"))
+    assert status == 200 and headers["Content-Type"].startswith("text/csv")
+    lines = body.decode().splitlines()
+    assert len(lines) == len(set(lines))  # de-duplicated
