@@ -44,7 +44,7 @@ def _feed_hot(d: DaemonProcess, keys: list[bytes], seconds: float = 3.0) -> None
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[DaemonProcess]:
     with DaemonProcess("--window", "1", "--input-format", "keys") as d:
-        _feed_hot(d, [b"product:42", HOSTILE, LONG])
+        _feed_hot(d, [b"product:42", HOSTILE, LONG, BINARY])
         yield d
 
 
@@ -67,6 +67,9 @@ def test_now_document_escapes_nothing_it_needs_not(daemon: DaemonProcess) -> Non
     doc = json.loads(_req(daemon.url("/api/now"))[2])
     keys = {r["key"] for r in doc["rows"] if r["hot"]}
     assert {"product:42", HOSTILE.decode(), LONG.decode()} <= keys
+    assert {"key": BINARY.hex(), "hex": True}.items() <= next(
+        r for r in doc["rows"] if r.get("hex")
+    ).items()
 
 
 def test_token_guards_console_not_metrics(tmp_path: Path) -> None:
@@ -115,6 +118,7 @@ def test_browser_shows_hot_key_inert_and_key_page(daemon: DaemonProcess) -> None
     assert '<img src="x"' not in dom and dom.count("<script") == 1
     assert "<title>hotkeyd console</title>" in dom
     assert "k" * 1024 in dom
+    assert f'class="hex">{BINARY.hex()}<' in dom  # a binary key, shown as hex
     kid = base64.urlsafe_b64encode(b"product:42").decode().rstrip("=")
     page = _dump(daemon.url(f"/#/key/{kid}/0"))
     assert ">product:42</h1>" in page
