@@ -25,7 +25,8 @@ RUN pip install --no-cache-dir --no-index --find-links /wheels "$(ls /wheels/hot
  && rm -rf /wheels
 USER 10001:10001
 # Inside a container the endpoint must listen beyond loopback to be scraped; the
-# default outside containers stays 127.0.0.1.
+# default outside containers stays 127.0.0.1. Off loopback the web console refuses to
+# start without a token: mount one and pass --console-token-file, or run --no-console.
 ENV HOTKEYD_HTTP_HOST=0.0.0.0 \
     HOTKEYD_HTTP_PORT=9108 \
     PYTHONUNBUFFERED=1

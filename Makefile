@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format docs-options bench run fuzz clean
+.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format docs docs-options bench run fuzz clean
 
 venv: $(PY)
 
@@ -38,13 +38,16 @@ install-dev: $(PY)  ## editable install with test/dev/bench extras; native build
 	HOTKEYD_REQUIRE_NATIVE=1 $(PIP) install -q -e '.[dev,bench]'
 	HOTKEYD_REQUIRE_NATIVE=1 $(PY) setup.py -q build_ext --inplace
 
-servers:            ## redis-server and redis-tools, PostgreSQL (apt) when missing
+servers:            ## redis-server and redis-tools, PostgreSQL, chromium (console tests) (apt) when missing
 	@command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || \
 	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server redis-tools)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql)
+	@command -v chromium >/dev/null || \
+	  (SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	   $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium)
 
 java-deps:          ## JDK 17 and Maven (apt) when missing: the Java client (clients/java)
 	@command -v mvn >/dev/null && command -v javac >/dev/null || \
@@ -222,3 +225,6 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV)
+
+docs: $(PY)          ## console screenshots (docs/console-*.png) from a scripted daemon + headless chromium run
+	$(PY) docs/console_screenshots.py

@@ -117,6 +117,16 @@ class Settings:
     http_port: int | None = option(
         9108, "HTTP port; 0 picks a free one (--no-http: no endpoint)."
     )  # None disables the HTTP endpoint
+    console: bool = option(
+        True,
+        "Serve the web console at / on the HTTP port (read-only). Off the loopback "
+        "address it needs --console-token-file.",
+    )
+    console_token_file: str | None = option(
+        None,
+        "File whose first line is the console's token (>= 16 characters): Bearer, or Basic "
+        "auth with it as the password ('user:password' in the file: that user too).",
+    )
     demand_reports: bool = option(
         True,
         "Count the reads app caches served locally (demand reports on "

@@ -9,6 +9,8 @@ unless an operator says so (``--http-host 0.0.0.0``).
 * ``GET /metrics`` -- Prometheus text format of the given registry.
 * ``GET /healthz`` -- ``200 {"status": "ok", ...}`` or ``503`` with ``reasons``.
 * ``GET /topk``    -- the hot set and top keys by rate, as JSON; ``?n=`` limits top.
+* ``GET /`` and the console's ``/static/``, ``/api/`` routes -- the web console
+  (:mod:`hotkeyd.web`), when one is given; it checks Host and token itself.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import threading
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from hotkeyd.errors import ConfigError, UnreachableError
+
+if TYPE_CHECKING:
+    from hotkeyd.web import Console
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "HealthFn", "HttpServer", "TopkFn"]
 
@@ -90,7 +95,10 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         route = parts.path.rstrip("/") or "/"
         try:
-            if route == "/metrics":
+            if owner.console is not None and owner.console.owns(self.path):
+                resp = owner.console.handle(self.path, self.headers)
+                self._send(resp.status, resp.body, resp.content_type, resp.headers)
+            elif route == "/metrics":
                 self._send(HTTPStatus.OK, generate_latest(owner.registry), CONTENT_TYPE_LATEST)
             elif route == "/healthz":
                 ok, body = _normalize_health(owner.health())
@@ -138,11 +146,16 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(body, separators=(",", ":"), default=str).encode("utf-8")
         self._send(status, data, "application/json")
 
-    def _send(self, status: HTTPStatus, data: bytes, content_type: str) -> None:
+    def _send(
+        self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
+        if "Cache-Control" not in (headers or {}):
+            self.send_header("Cache-Control", "no-store")
         self.end_headers()
         self.wfile.write(data)
 
@@ -156,6 +169,7 @@ class HttpServer:
         port: TCP port; 0 picks a free one (read it back from :attr:`port`).
         health: returns ``(healthy, details)`` for ``/healthz``; always healthy if None.
         topk: returns the ``/topk`` JSON document; the route is 404 if None.
+        console: the web console (:class:`hotkeyd.web.Console`), serving ``/``; None: none.
 
     Raises:
         ConfigError: bad port.
@@ -170,6 +184,7 @@ class HttpServer:
         port: int = DEFAULT_PORT,
         health: HealthFn | None = None,
         topk: TopkFn | None = None,
+        console: Console | None = None,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ConfigError(f"HTTP port must be in [0, 65535], got {port}")
@@ -177,6 +192,7 @@ class HttpServer:
         self.host = host
         self.health: HealthFn = health or (lambda: (True, {}))
         self.topk = topk
+        self.console = console
         self.errors = 0
         try:
             cls = _Server6 if ":" in host else _Server

@@ -124,6 +124,7 @@ class Service:
         self._stop = threading.Event()
         self._reload = threading.Event()
         self._http: Any = None
+        self.console_memory: Any = None  # hotkeyd.web.KeyMemory with the console on
         self.metrics.add_gauge_callback(
             "hotkeyd_sketch_memory_bytes",
             "Bytes held by the detector's sketches.",
@@ -240,6 +241,7 @@ class Service:
                 port=self.settings.http_port,
                 health=self.health,
                 topk=self.topk_json,
+                console=self._make_console(),
             )
             self._http.start()
             logger.info("HTTP endpoint on http://%s:%d", self.settings.http_host, self._http.port)
@@ -251,6 +253,51 @@ class Service:
             len(self.sources),
             type(self.publisher).__name__,
         )
+
+    def _make_console(self) -> Any:
+        """The web console over this service's views (None with ``--no-console``)."""
+        if not self.settings.console:
+            return None
+        from hotkeyd.web.wiring import console_for
+
+        console = console_for(self)
+        self.console_memory = console.src.memory
+        return console
+
+    def sources_state(self) -> dict[str, Any]:
+        """Each source's, the publisher's and the demand intake's state (console Health)."""
+        out: dict[str, Any] = {}
+        for lane, src in zip(self._lane_names, self.sources, strict=True):
+            err = src.error
+            out[f"source {lane}"] = (
+                f"error: {err}"
+                if err is not None
+                else (
+                    src.unhealthy
+                    or (
+                        "exhausted"
+                        if src.exhausted
+                        else "connected"
+                        if src.connected
+                        else "not connected"
+                    )
+                )
+            )
+        pub = self.publisher
+        out[f"publisher {type(pub).__name__}"] = (
+            "healthy" if pub.healthy else f"unhealthy: {pub.last_error or '?'}"
+        ) + (f", {pub.unsent} unsent" if pub.unsent else "")
+        if self.demand is not None:
+            d = self.demand
+            out["demand intake"] = (
+                f"subscribed to {d.channel}" if d.connected else f"not connected: {d.error or '?'}"
+            )
+        else:
+            out["demand intake"] = "off (needs --redis-url and --demand-reports)"
+        out["history stream"] = (
+            self.namespace.history if self.history is not None else "off (needs --redis-url)"
+        )
+        return out
 
     def _check_redis(self, url: str) -> None:
         """Fail fast on wrong credentials; ride out an unreachable Redis."""
@@ -354,7 +401,10 @@ class Service:
         hot = self.detector.hot()
         now = self.clock.time()
         self.metrics.longest_hot.set(max((now - h.since for h in hot if h.since), default=0.0))
-        top = [_rate_json(r) for r in self.detector.top()]
+        rates = self.detector.top()
+        if self.console_memory is not None:
+            self.console_memory.record(now, rates, res.transitions, hot)
+        top = [_rate_json(r) for r in rates]
         self.view = (hot, top)
         self.publisher.update_state(hot, top)
         if self.watch is not None:  # after the publish: arming never delays an announcement
