@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from hotkeyd.protocol import strictjson
 from hotkeyd.protocol.wire import WireError, decode_key, encode_key
 
 __all__ = [
@@ -130,9 +131,9 @@ class DemandReport:
         if len(data) > max_bytes:
             raise DemandError("oversized", f"report of {len(data)} bytes (limit {max_bytes})")
         try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise DemandError("malformed", f"report is not JSON: {exc}") from exc
+            obj = strictjson.loads(data)
+        except strictjson.JSONRejected as exc:  # huge numbers, invalid UTF-8, nesting...
+            raise DemandError("malformed", f"report rejected: {exc}") from None
         if not isinstance(obj, dict):
             raise DemandError("malformed", "report is not a JSON object")
         if obj.get("v") != DEMAND_VERSION:

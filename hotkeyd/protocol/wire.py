@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hotkeyd.errors import HotkeydError
+from hotkeyd.protocol import strictjson
 
 __all__ = [
     "INSTANCE_MAX_AGE",
@@ -52,8 +53,8 @@ __all__ = [
 ]
 
 WIRE_VERSION = 1
-MAX_SEQ = (1 << 63) - 1
-"""Largest ``seq`` (a signed 64-bit integer, so every language can hold it)."""
+MAX_SEQ = (1 << 53) - 1
+"""Largest ``seq`` (2^53-1: every language holds it exactly, JavaScript's numbers too)."""
 MAX_TTL_MS = 86_400_000
 """Largest ``ttl_ms`` on the wire (a day, the rules' cap); clients cap lower (``max_ttl``)."""
 _MAX_NAME = 256  # instance and rule names
@@ -234,11 +235,9 @@ class Message:
         is left out and counted in ``skipped``, as are entries beyond ``max_entries``.
         """
         try:
-            obj = json.loads(data)
-        except Exception as exc:  # ValueError, UnicodeDecodeError, RecursionError, ...
-            raise WireError(
-                f"notification is not JSON: {type(exc).__name__}: {exc}"[:200]
-            ) from None
+            obj = strictjson.loads(data)
+        except strictjson.JSONRejected as exc:  # huge numbers, invalid UTF-8, nesting...
+            raise WireError(f"notification rejected: {exc}"[:200]) from None
         if not isinstance(obj, dict):
             raise WireError("notification is not a JSON object")
         if obj.get("v") != WIRE_VERSION:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import math
 import os
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from hotkeyd.batch import Batch
+from hotkeyd.protocol import strictjson
 
 __all__ = ["IMPLEMENTATION", "TraceStats", "read_trace", "split_ticks"]
 
@@ -183,8 +183,8 @@ def _json_lines(
 
 def _json_event(line: bytes, ts_field: str) -> tuple[float, bytes, int, int] | None:
     try:
-        doc = json.loads(line)
-    except ValueError:
+        doc = strictjson.loads(line)
+    except strictjson.JSONRejected:
         return None
     if not isinstance(doc, dict):
         return None
