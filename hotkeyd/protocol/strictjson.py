@@ -18,7 +18,6 @@ that passes here always converts to a float, so no ``OverflowError`` can escape 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_INT", "MIN_INT", "JSONRejected", "loads"]
@@ -54,7 +53,6 @@ def _constant(s: str) -> Any:
     raise JSONRejected(f"{s} is not JSON")
 
 
-_WS = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 
@@ -79,8 +77,8 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         if isinstance(data, (bytearray, memoryview)):
             data = bytes(data)
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        obj, end = _decoder.raw_decode(text, _WS.match(text, 0).end())
-        if _WS.match(text, end).end() != len(text):
+        obj, end = _decoder.raw_decode(text, len(text) - len(text.lstrip(" \t\n\r")))
+        if text[end:].strip(" \t\n\r"):
             raise JSONRejected("extra data after the JSON value")
         deep = isinstance(obj, (dict, list)) and text.count("[") + text.count("{") > MAX_DEPTH
         if deep and _depth_over(obj, MAX_DEPTH):
