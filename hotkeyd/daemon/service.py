@@ -32,6 +32,7 @@ from hotkeyd.detector.rules import RuleSet, load_rules
 from hotkeyd.errors import ConfigError, PublishError, UnreachableError
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.demand import DEMAND_KEY_ENV
 from hotkeyd.protocol.wire import HotEntry, Namespace, encode_key
 from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher, default_instance_id
 from hotkeyd.sources.base import Source
@@ -132,6 +133,11 @@ class Service:
                 self.instance,
                 metrics=self.metrics,
                 clock=self.clock,
+                auth=(
+                    MessageAuth.from_file(settings.demand_key_file)
+                    if settings.demand_key_file
+                    else MessageAuth.from_env(var=DEMAND_KEY_ENV)
+                ),
             )
         self._lane_names = _lane_names(self.sources)
         self.history = self._make_history()
@@ -218,8 +224,9 @@ class Service:
             err = src.error
             if err is not None:
                 degraded.append(f"source {src.name}: {err}")
-        if self.demand is not None and self.demand.error is not None:
-            degraded.append(f"demand reports: {self.demand.error}")
+        demand_problem = self.demand.problem() if self.demand is not None else None
+        if demand_problem is not None:
+            degraded.append(f"demand reports: {demand_problem}")
         lags = self.detector.lags()
         for lane, lag in sorted(lags.items()):
             if lag > self.settings.lag_alert:

@@ -17,7 +17,13 @@ routed to the instance that most recently announced the key::
 - ``n`` (1 .. 2^32-1) is how many reads of the key the app served locally since its
   previous report; the daemon adds it to the same windows as the accesses it sees itself.
 - At most :data:`MAX_ENTRIES` entries (the heaviest; the rest are counted as dropped by
-  the sender) and :data:`MAX_REPORT_BYTES` bytes per message.
+  the sender) and :data:`MAX_REPORT_BYTES` (128 KiB) bytes per message.
+- ``seq`` increases by 1 per report of one ``app``; ``ts`` is the sender's wall clock. The
+  daemon drops a report it saw already (same app and seq), one older than
+  :data:`MAX_AGE` or as far in the future, and demand above its per-app budget.
+- Optionally signed with a **reporter key** (the HMAC envelope of
+  :mod:`hotkeyd.protocol.auth`, a key of its own: apps never hold the daemon's signing
+  key). A daemon given reporter keys discards unsigned reports before parsing them.
 - Keys follow the notification rule (:func:`hotkeyd.protocol.wire.encode_key`); ``db`` is omitted
   when 0. Receivers ignore fields they do not know (v1 may gain optional fields).
 
@@ -33,11 +39,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from hotkeyd.protocol import strictjson
-from hotkeyd.protocol.wire import WireError, decode_key, encode_key
+from hotkeyd.protocol.wire import MAX_SEQ, WireError, decode_key, encode_key
 
 __all__ = [
     "DEFAULT_INTERVAL",
+    "DEMAND_KEY_ENV",
+    "DEMAND_KEY_FILE_ENV",
     "DEMAND_VERSION",
+    "MAX_AGE",
     "MAX_ENTRIES",
     "MAX_INTERVAL",
     "MAX_N",
@@ -51,10 +60,17 @@ __all__ = [
 DEMAND_VERSION = 1
 MAX_ENTRIES = 1000
 MAX_N = (1 << 32) - 1
-MAX_REPORT_BYTES = 1 << 20
 DEFAULT_INTERVAL = 0.25
 MIN_INTERVAL = 0.25
 MAX_INTERVAL = 0.5
+MAX_REPORT_BYTES = 128 << 10
+"""Largest report (signature included): 1,000 entries of keys up to ~100 bytes fit."""
+DEMAND_KEY_ENV = "HOTKEYD_DEMAND_KEY"
+"""Environment variable holding the reporter key (apps and daemon), when not in a file."""
+DEMAND_KEY_FILE_ENV = "HOTKEYD_DEMAND_KEY_FILE"
+"""Environment variable naming the reporter key file of an app."""
+MAX_AGE = 2 * MAX_INTERVAL
+"""Reports whose ``ts`` is older than this (s), or this far in the future, are stale."""
 _MAX_APP_LEN = 256
 _MAX_INTERVAL_MS = 60_000
 
@@ -143,7 +159,7 @@ class DemandReport:
         app = obj.get("app")
         if not isinstance(app, str) or not 0 < len(app) <= _MAX_APP_LEN:
             raise DemandError("malformed", "app must be a string of 1-256 characters")
-        seq = _int(obj.get("seq"), 0, (1 << 63) - 1, "seq")
+        seq = _int(obj.get("seq"), 0, MAX_SEQ, "seq")
         ts = obj.get("ts")
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise DemandError("malformed", f"ts must be a number, got {ts!r}")
