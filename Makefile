@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format bench run fuzz clean
+.PHONY: venv install install-dev servers java-deps kafka-jars test test-long test-java test-go test-node lint format bench run fuzz clean
 
 venv: $(PY)
 
@@ -137,6 +137,10 @@ $(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell fi
 
 # tests/sketch/test_leak.py measures RSS: ASan keeps freed memory in quarantine (256 MB), so
 # RSS grows by design there; it runs in the normal build (make test's pytest) instead.
+test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23); output in tests/faults/test-long.txt
+	HOTKEYD_SOAK_SECONDS=60 $(PY) -m pytest -v -p no:cacheprovider tests/faults/test_demand_rows.py \
+	  2>&1 | tee tests/faults/test-long.txt
+
 asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus on the ASan/UBSan build (~2 min)
 	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
 	  tests/sketch tests/monitor/test_parser.py tests/faults/test_monitor_lines.py tests/fuzz \
