@@ -8,6 +8,6 @@ export { holdsKey, PartialTakeError, ShardedCounter, type ShardedCounterOptions 
 export { Subscriber, type RedisLike, type SubscriberOptions, type SubscriberStats } from "./subscriber.js";
 export {
   buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
-  MAX_DEMAND_ENTRIES, MAX_ENTRIES, MAX_SEQ, MAX_TTL_MS, Namespace, WIRE_VERSION, WireError,
+  MAX_DEMAND_ENTRIES, MAX_DEPTH, MAX_ENTRIES, MAX_SEQ, MAX_TTL_MS, Namespace, WIRE_VERSION, WireError,
   type CoolEntry, type DemandRead, type DemandReport, type HotEntry, type Key, type Message, type WireKey,
 } from "./wire.js";

@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
-  keyBytes, MessageAuth, murmur3, partitionFor, shardOf, SHARD_SEED, Subscriber, type Key, type RedisLike, type WireKey,
+  keyBytes, MAX_DEPTH, MAX_SEQ, MessageAuth, murmur3, partitionFor, shardOf, SHARD_SEED, Subscriber, WireError, type Key, type RedisLike, type WireKey,
 } from "../src/index.js";
 
 const SPEC = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "spec", "vectors");
@@ -191,4 +191,22 @@ test("demand reports stay under 1 MiB with long keys, the heaviest kept", () => 
   const sent = entries.reduce((s, e) => s + e.n, 0);
   assert.equal(sent + rep.dropped, total);
   assert.equal(Math.min(...entries.map((e) => e.n)), 10_000 + 1000 - rep.entries);
+});
+
+test("hostile.json", () => {
+  const v = load("hostile.json");
+  assert.equal(v.max_depth, MAX_DEPTH);
+  assert.equal(v.max_seq, MAX_SEQ);
+  let ran = 0;
+  for (const c of v.cases) {
+    const data = c.input_base64 !== undefined ? Buffer.from(c.input_base64, "base64")
+      : c.gen !== undefined ? Buffer.from(c.gen.prefix + c.gen.open.repeat(c.gen.times) + c.gen.close.repeat(c.gen.times) + c.gen.suffix)
+      : Buffer.from(c.input, "utf8");
+    const decode = c.decoder === "notification" ? decodeMessage : c.decoder === "invalidation" ? decodeInvalidation : undefined;
+    if (decode === undefined) continue; // the Node client sends demand reports, it does not read them
+    ran++;
+    if (c.valid) decode(data);
+    else assert.throws(() => decode(data), WireError, c.name);
+  }
+  assert.ok(ran > 0);
 });
