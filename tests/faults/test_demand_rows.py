@@ -155,7 +155,7 @@ def test_an_unsigned_flood_costs_no_real_demand_when_signing_is_required(
         redis_server, tmp_path, lambda r, ch: r.publish(ch, FLOOD), 0.0, signed=True
     )
     try:
-        assert rate >= 50, rate  # >= 5 MB/s of unsigned 100 KiB reports
+        assert rate >= 20, rate  # >= 2 MB/s of unsigned 100 KiB reports (one publisher)
         assert frac >= 0.99, f"hot in {frac:.0%} of the samples"
         assert daemon.metric("hotkeyd_demand_reports_dropped_total", reason="unsigned") > 0
         assert daemon.metric("hotkeyd_demand_reports_dropped_total", reason="malformed") == 0
