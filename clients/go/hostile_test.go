@@ -4,9 +4,12 @@ package hotkeyd
 // get the same verdict as in every other language.
 
 import (
+	"bytes"
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConformanceHostile(t *testing.T) {
@@ -57,5 +60,32 @@ func TestConformanceHostile(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Fatal("no hostile vectors")
+	}
+}
+
+func TestReporterKeyFromEnvSignsWhatTheDaemonVerifies(t *testing.T) {
+	t.Setenv("HOTKEYD_DEMAND_KEY_FILE", "")
+	t.Setenv("HOTKEYD_DEMAND_KEY", "")
+	if ReporterKeyFromEnv() != nil {
+		t.Fatal("a key without configuration")
+	}
+	path := t.TempDir() + "/demand.key"
+	if err := os.WriteFile(path, []byte("reporter-key-0123456789\nold-key-0123456789xx\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOTKEYD_DEMAND_KEY_FILE", path)
+	a := ReporterKeyFromEnv()
+	if a == nil {
+		t.Fatal("no reporter key from the file")
+	}
+	payload, _, _ := EncodeDemand("app", 1, 1, 250*time.Millisecond, []DemandCount{{Key: Key{Bytes: "k"}, N: 3}})
+	signed, err := a.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the same MAC as the daemon's Python verifier computes (spec/vectors/auth.json pins it)
+	want, _ := NewMessageAuth([]byte("reporter-key-0123456789"))
+	if body, ok := want.Verify(signed); !ok || !bytes.Equal(body, payload) {
+		t.Fatal("signed with the wrong key")
 	}
 }
