@@ -202,7 +202,7 @@ export function decodeInvalidation(payload: string | Buffer): { origin: string; 
 export const MAX_DEMAND_ENTRIES = 1000;
 const MAX_DEMAND_COUNT = 2 ** 32 - 1;
 /** Largest demand report (bytes): receivers drop a larger one whole. */
-export const MAX_DEMAND_BYTES = 1 << 20;
+export const MAX_DEMAND_BYTES = 128 << 10; // the daemon drops larger reports (spec: docs/wire-format.md)
 
 /** What a cache served locally for one key in one interval, and who announced the key. */
 export interface DemandRead extends Key {

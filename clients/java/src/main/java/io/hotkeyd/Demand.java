@@ -16,7 +16,7 @@ public final class Demand {
   public static final int MAX_ENTRIES = 1000;
   public static final long MAX_COUNT = 0xffffffffL;
   /** Largest message (bytes): receivers drop bigger ones whole, so long keys are left out. */
-  public static final int MAX_BYTES = 1 << 20;
+  public static final int MAX_BYTES = 128 << 10; // the daemon drops larger reports
 
   private Demand() {}
 
