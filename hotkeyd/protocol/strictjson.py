@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hotkeyd.errors import HotkeydError
+
 __all__ = ["MAX_DEPTH", "MAX_INT", "MIN_INT", "JSONRejected", "loads"]
 
 MAX_INT = (1 << 63) - 1
@@ -29,7 +31,7 @@ MAX_DEPTH = 64
 _MAX_DIGITS = 20  # "-9223372036854775808" has 20 characters
 
 
-class JSONRejected(ValueError):
+class JSONRejected(HotkeydError, ValueError):
     """The document breaks the rule above (or is not JSON at all)."""
 
 
