@@ -37,7 +37,7 @@ public record Message(
         || instance.asText().length() > HotEntry.MAX_NAME) {
       throw new WireException("instance must be a non-empty string of at most 256 characters");
     }
-    long seq = HotEntry.intField(o, "seq", 0, Long.MAX_VALUE, null);
+    long seq = HotEntry.intField(o, "seq", 0, Wire.MAX_SEQ, null);
     double ts = HotEntry.numField(o, "ts", null);
     boolean full = flag(o, "full");
     boolean fin = flag(o, "final");
