@@ -13,8 +13,8 @@ import sys
 import atheris
 
 with atheris.instrument_imports():  # coverage of the twins, whose branches mirror the C code
-    from hotkeyd.sketch import _sketch_py  # noqa: F401
     from hotkeyd.protocol import demand, strictjson, wire  # noqa: F401
+    from hotkeyd.sketch import _sketch_py  # noqa: F401
     from hotkeyd.sources.monitor import _monitor_py  # noqa: F401
     from tests.fuzz.checks import CHECKS
 
