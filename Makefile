@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # Tools installed in the venv (hadolint, console scripts) are found by the tests too.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv install install-dev servers java-deps kafka-jars test test-java test-go test-node lint format docs docs-options bench run fuzz clean
+.PHONY: venv install install-dev servers java-deps kafka-jars test test-long test-java test-go test-node lint format docs docs-options bench run fuzz clean
 
 venv: $(PY)
 
@@ -184,7 +184,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	PYTHONMALLOC=malloc \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-FUZZ_TARGETS := monitor update_lines counted
+FUZZ_TARGETS := monitor update_lines counted decoders
 FUZZ_SECONDS ?= 8
 
 $(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell find hotkeyd tests -name "*.py" 2>/dev/null)
@@ -197,6 +197,10 @@ $(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell fi
 
 # tests/sketch/test_leak.py measures RSS: ASan keeps freed memory in quarantine (256 MB), so
 # RSS grows by design there; it runs in the normal build (make test's pytest) instead.
+test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23); output in tests/faults/test-long.txt
+	HOTKEYD_SOAK_SECONDS=60 $(PY) -m pytest -v -p no:cacheprovider tests/faults/test_demand_rows.py \
+	  2>&1 | tee tests/faults/test-long.txt
+
 asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus on the ASan/UBSan build (~2 min)
 	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
 	  tests/sketch tests/monitor/test_parser.py tests/faults/test_monitor_lines.py tests/fuzz \

@@ -144,8 +144,9 @@ class Metrics:
         )
         self.demand_dropped = Counter(
             "hotkeyd_demand_reports_dropped_total",
-            "Demand reports dropped, per reason (oversized, malformed, version, "
-            "too_many_entries, bad_entry, overflow).",
+            "Demand reports dropped, per reason (oversized, unsigned, malformed, version, "
+            "too_many_entries, bad_entry, stale, duplicate, rate_limited, budget, overflow; "
+            "subscription_lost counts lost subscriptions).",
             ["reason"],
             registry=r,
         )

@@ -1,11 +1,14 @@
 package hotkeyd
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"sort"
 	"sync/atomic"
 	"time"
 )
+
 
 // DemandStats count what the demand reporter sent and lost.
 type DemandStats struct {
@@ -22,6 +25,7 @@ type demandReporter struct {
 	ns       Namespace
 	hot      *HotSet
 	publish  func(ctx context.Context, channel string, payload []byte) error
+	auth     *MessageAuth // the reporter key (never the daemon's signing key), or nil
 	stats    DemandStats
 	stop     chan struct{}
 	done     chan struct{}
@@ -31,8 +35,32 @@ func newDemandReporter(publish func(context.Context, string, []byte) error, ns N
 	if interval <= 0 {
 		interval = minReportInterval
 	}
-	return &demandReporter{app: app, interval: interval, ns: ns, hot: hot,
+	return &demandReporter{app: app, interval: interval, ns: ns, hot: hot, auth: ReporterKeyFromEnv(),
 		publish: publish, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// ReporterKeyFromEnv is the reporter key that signs demand reports: the first key of the
+// file named by HOTKEYD_DEMAND_KEY_FILE, or HOTKEYD_DEMAND_KEY; nil when neither is set
+// or the key is unusable (reports then go unsigned; a daemon requiring signed ones drops
+// and counts them).
+func ReporterKeyFromEnv() *MessageAuth {
+	var key []byte
+	if path := os.Getenv("HOTKEYD_DEMAND_KEY_FILE"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		key = bytes.TrimRight(bytes.SplitN(bytes.TrimLeft(data, "\r\n"), []byte("\n"), 2)[0], "\r")
+	} else if v := os.Getenv("HOTKEYD_DEMAND_KEY"); v != "" {
+		key = []byte(v)
+	} else {
+		return nil
+	}
+	a, err := NewMessageAuth(key)
+	if err != nil {
+		return nil
+	}
+	return a
 }
 
 func (d *demandReporter) start() { go d.loop() }
@@ -76,7 +104,13 @@ func (d *demandReporter) flush() {
 	defer cancel()
 	for _, rep := range reports {
 		atomic.AddInt64(&d.stats.Dropped, int64(rep.Dropped))
-		if err := d.publish(ctx, d.ns.DemandChannel(rep.Instance), rep.Payload); err != nil {
+		payload := rep.Payload
+		if d.auth != nil {
+			if signed, err := d.auth.Sign(payload); err == nil {
+				payload = signed
+			}
+		}
+		if err := d.publish(ctx, d.ns.DemandChannel(rep.Instance), payload); err != nil {
 			atomic.AddInt64(&d.stats.SendErrors, 1)
 			continue
 		}

@@ -98,7 +98,7 @@ func (l limitSet) apply() {
 	MaxTTLms = l.int("ttl_ms_max")
 	MaxEntries = int(l.int("message_entries_max"))
 	MaxDemandEntries = int(l.int("demand_entries_max"))
-	MaxDemandBytes = int(l.int("demand_report_bytes_max"))
+	MaxDemandBytes = int(l.int("demand_report_bytes_max")) - sigSuffixLen // room for the reporter key's signature
 	MaxReportCount = uint64(l.int("count_max"))
 	MinAuthKeyBytes = int(l.int("auth_key_bytes_min"))
 	maxName = int(l.int("name_chars_max"))

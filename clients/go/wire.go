@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -119,16 +121,18 @@ func DecodeKey(key string, enc string) ([]byte, error) {
 	return nil, wireErr("unknown key encoding %q", enc)
 }
 
+// MaxDepth is the deepest nesting of arrays and objects a message may have
+// (spec/vectors/hostile.json).
+const MaxDepth = 64
+
 // DecodeMessage parses and validates a notification or a snapshot. Whatever the bytes,
 // it returns a message or an error wrapping ErrWire, never panics. The envelope must be
 // valid; a bad entry is left out and counted in skipped, as are entries beyond
 // MaxEntries.
 func DecodeMessage(data []byte) (msg Message, skipped int, err error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil || obj == nil {
-		return msg, 0, wireErr("notification is not a JSON object")
+	obj, err := decodeStrict(data)
+	if err != nil || obj == nil {
+		return msg, 0, wireErr("notification rejected: %v", err)
 	}
 	if v, ok := obj["v"].(json.Number); !ok || v.String() != "1" {
 		return msg, 0, wireErr("unsupported wire version")
@@ -323,11 +327,9 @@ func EncodeInvalidation(origin string, keys [][]byte) []byte {
 
 // DecodeInvalidation returns the origin and keys of an invalidation payload.
 func DecodeInvalidation(data []byte) (string, [][]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil || obj == nil {
-		return "", nil, wireErr("invalidation is not a JSON object")
+	obj, err := decodeStrict(data)
+	if err != nil || obj == nil {
+		return "", nil, wireErr("invalidation rejected: %v", err)
 	}
 	list, ok := obj["keys"].([]any)
 	if v, vok := obj["v"].(json.Number); !vok || v.String() != "1" || !ok {
@@ -355,4 +357,65 @@ func marshal(v any) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// decodeStrict parses a JSON object by the rule every decoder of the contract follows
+// (spec/vectors/hostile.json): invalid UTF-8, an integer outside int64, a number not
+// finite as a float64, nesting deeper than MaxDepth or trailing data reject it whole.
+func decodeStrict(data []byte) (map[string]any, error) {
+	if !utf8.Valid(data) {
+		return nil, errors.New("not UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errors.New("not JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("extra data after the JSON value")
+	}
+	if err := checkStrict(v, 1); err != nil {
+		return nil, err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	return obj, nil
+}
+
+func checkStrict(v any, depth int) error {
+	switch x := v.(type) {
+	case json.Number:
+		s := x.String()
+		if !strings.ContainsAny(s, ".eE") {
+			if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+				return errors.New("integer outside the signed 64-bit range")
+			}
+			return nil
+		}
+		if f, err := strconv.ParseFloat(s, 64); err != nil || math.IsInf(f, 0) {
+			return errors.New("number not finite")
+		}
+	case map[string]any:
+		if depth > MaxDepth {
+			return errors.New("nested too deep")
+		}
+		for _, c := range x {
+			if err := checkStrict(c, depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if depth > MaxDepth {
+			return errors.New("nested too deep")
+		}
+		for _, c := range x {
+			if err := checkStrict(c, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

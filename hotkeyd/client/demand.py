@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +37,11 @@ from hotkeyd.client.forksafe import track_fork
 from hotkeyd.client.hotset import HotItem, HotSet, Ident
 from hotkeyd.clock import Clock
 from hotkeyd.errors import ClientError
+from hotkeyd.protocol.auth import SUFFIX_LEN, MessageAuth
 from hotkeyd.protocol.demand import (
     DEFAULT_INTERVAL,
+    DEMAND_KEY_ENV,
+    DEMAND_KEY_FILE_ENV,
     MAX_ENTRIES,
     MAX_INTERVAL,
     MAX_N,
@@ -50,11 +53,26 @@ from hotkeyd.protocol.demand import (
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.ratelog import RateLimitedLog
 
-__all__ = ["AsyncDemandReporter", "DemandCounter", "DemandReporter", "DemandStats"]
+__all__ = [
+    "AsyncDemandReporter",
+    "DemandCounter",
+    "DemandReporter",
+    "DemandStats",
+    "reporter_key_from_env",
+]
 
 logger = logging.getLogger(__name__)
 
 Outgoing = tuple[str, bytes, int]  # (channel, payload, reads it accounts for)
+
+
+def reporter_key_from_env(env: Mapping[str, str] | None = None) -> MessageAuth | None:
+    """The reporter key of ``HOTKEYD_DEMAND_KEY_FILE`` (a file) or ``HOTKEYD_DEMAND_KEY``."""
+    env = os.environ if env is None else env
+    path = env.get(DEMAND_KEY_FILE_ENV)
+    if path:
+        return MessageAuth.from_file(path)
+    return MessageAuth.from_env(env, var=DEMAND_KEY_ENV)
 
 
 @dataclass
@@ -100,6 +118,9 @@ class DemandCounter:
         interval: report interval (s), sent as ``interval_ms``.
         max_entries: entries per message (the heaviest are kept).
         max_bytes: approximate bound of one message.
+        auth: the reporter key that signs every report (never the daemon's signing
+            key). By default the key file named by ``HOTKEYD_DEMAND_KEY_FILE`` or the key
+            in ``HOTKEYD_DEMAND_KEY``; unsigned when neither is set.
     """
 
     def __init__(
@@ -112,13 +133,16 @@ class DemandCounter:
         interval: float = DEFAULT_INTERVAL,
         max_entries: int = MAX_ENTRIES,
         max_bytes: int = MAX_REPORT_BYTES,
+        auth: MessageAuth | None = None,
     ) -> None:
         self.app = app
+        self.auth = auth if auth is not None else reporter_key_from_env()
         self.namespace = namespace
         self.clock = clock
         self.interval = check_interval(interval)
         self.max_entries = min(max_entries, MAX_ENTRIES)
-        self.max_bytes = min(max_bytes, MAX_REPORT_BYTES)
+        # the signature's suffix must fit under the daemon's cap too
+        self.max_bytes = min(max_bytes, MAX_REPORT_BYTES) - (SUFFIX_LEN if self.auth else 0)
         self.stats = DemandStats()
         self._warn = RateLimitedLog(logger)
         self._items = hotset.items
@@ -171,6 +195,8 @@ class DemandCounter:
                 report.app, report.seq, report.ts, report.interval_ms, tuple(entries)
             )
             payload = report.dumps()
+        if self.auth is not None:
+            payload = self.auth.sign(payload)
         return self.namespace.demand_channel(instance), payload, report.total
 
     def _drop(self, entries: list[DemandEntry], keep: int) -> None:

@@ -29,6 +29,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from hotkeyd.client.forksafe import track_fork
+from hotkeyd.protocol import strictjson
 from hotkeyd.protocol.wire import WireError, decode_key, encode_key
 from hotkeyd.ratelog import RateLimitedLog
 
@@ -54,9 +55,9 @@ def encode_invalidation(origin: str, keys: Iterable[bytes]) -> bytes:
 def decode_invalidation(payload: bytes) -> tuple[str, list[bytes]]:
     """Parse an invalidation payload; raises :class:`~hotkeyd.protocol.wire.WireError`."""
     try:
-        obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WireError(f"invalidation is not JSON: {exc}") from exc
+        obj = strictjson.loads(payload)
+    except strictjson.JSONRejected as exc:
+        raise WireError(f"invalidation rejected: {exc}") from None
     if not isinstance(obj, dict) or obj.get("v") != 1 or not isinstance(obj.get("keys"), list):
         raise WireError("invalidation is not a v1 object with a 'keys' list")
     keys = []

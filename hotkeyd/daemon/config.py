@@ -133,6 +133,12 @@ class Settings:
         "<namespace>:demand:<instance>; needs --redis-url), so a key stays hot while "
         "its total demand lasts.",
     )
+    demand_key_file: str | None = option(
+        None,
+        "Read only demand reports signed with a reporter key of this file (one key per "
+        "line, >= 16 bytes; not the --auth-key-file key: apps hold it); unsigned ones are "
+        "dropped before parsing. HOTKEYD_DEMAND_KEY holds one key instead of a file.",
+    )
     heartbeat: float = option(1.0, "Snapshot refresh interval, seconds.")
     shutdown_timeout: float = option(5.0, "Flush deadline on SIGTERM.")
     monitor_duty: float = option(1.0, "MONITOR duty cycle in (0, 1].")

@@ -19,6 +19,7 @@ from hotkeyd.daemon.config import Settings
 from hotkeyd.errors import ConfigError
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.auth import MessageAuth
+from hotkeyd.protocol.demand import DEMAND_KEY_ENV
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.publish import Publisher, RedisPublisher, StdoutPublisher
 from hotkeyd.sources.base import Source
@@ -72,9 +73,7 @@ def make_auth(settings: Settings) -> MessageAuth | None:
     )
 
 
-def make_watch(
-    settings: Settings, *, namespace: Namespace, instance: str, metrics: Metrics
-) -> Any:
+def make_watch(settings: Settings, *, namespace: Namespace, instance: str, metrics: Metrics) -> Any:
     """Writes from anywhere: watch the hot keys on the data Redis (hotkeyd.watch)."""
     if not (settings.redis_url and settings.watch):
         return None
@@ -96,7 +95,18 @@ def make_demand_intake(
     """Reads app caches served locally (demand reports): only where apps can send them."""
     if not (settings.redis_url and settings.demand_reports):
         return None
-    return DemandIntake(settings.redis_url, namespace, instance, metrics=metrics, clock=clock)
+    return DemandIntake(
+        settings.redis_url,
+        namespace,
+        instance,
+        metrics=metrics,
+        clock=clock,
+        auth=(
+            MessageAuth.from_file(settings.demand_key_file)
+            if settings.demand_key_file
+            else MessageAuth.from_env(var=DEMAND_KEY_ENV)
+        ),
+    )
 
 
 def make_history(

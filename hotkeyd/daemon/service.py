@@ -26,12 +26,12 @@ from typing import IO, Any
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import (
-    make_watch,
     make_demand_intake,
     make_history,
     make_namespace,
     make_publisher,
     make_sources,
+    make_watch,
 )
 from hotkeyd.daemon.signals import SignalLatch
 from hotkeyd.detector import Detector, RateEntry
@@ -186,8 +186,9 @@ class Service:
                 degraded.append(f"source {src.name}: {err}")
         if self.watch is not None:
             degraded += self.watch.problems()
-        if self.demand is not None and self.demand.error is not None:
-            degraded.append(f"demand reports: {self.demand.error}")
+        demand_problem = self.demand.problem() if self.demand is not None else None
+        if demand_problem is not None:
+            degraded.append(f"demand reports: {demand_problem}")
         lags = self.detector.lags()
         for lane, lag in sorted(lags.items()):
             if lag > self.settings.lag_alert:

@@ -75,9 +75,11 @@ class MessageAuth:
         return cls([line.rstrip(b"\r") for line in data.split(b"\n") if line.strip()])
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> MessageAuth | None:
-        """The key in ``HOTKEYD_AUTH_KEY``, or None when it is unset or empty."""
-        value = (os.environ if env is None else env).get(ENV_VAR)
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, var: str = ENV_VAR
+    ) -> MessageAuth | None:
+        """The key in ``var`` (``HOTKEYD_AUTH_KEY``), or None when it is unset or empty."""
+        value = (os.environ if env is None else env).get(var)
         return cls([value.encode("utf-8")]) if value else None
 
     def mac(self, body: bytes, key: bytes | None = None) -> bytes:

@@ -17,7 +17,13 @@ routed to the instance that most recently announced the key::
 - ``n`` (1 .. 2^32-1) is how many reads of the key the app served locally since its
   previous report; the daemon adds it to the same windows as the accesses it sees itself.
 - At most :data:`MAX_ENTRIES` entries (the heaviest; the rest are counted as dropped by
-  the sender) and :data:`MAX_REPORT_BYTES` bytes per message.
+  the sender) and :data:`MAX_REPORT_BYTES` (128 KiB) bytes per message.
+- ``seq`` increases by 1 per report of one ``app``; ``ts`` is the sender's wall clock. The
+  daemon drops a report it saw already (same app and seq), one older than
+  :data:`MAX_AGE` or as far in the future, and demand above its per-app budget.
+- Optionally signed with a **reporter key** (the HMAC envelope of
+  :mod:`hotkeyd.protocol.auth`, a key of its own: apps never hold the daemon's signing
+  key). A daemon given reporter keys discards unsigned reports before parsing them.
 - Keys follow the notification rule (:func:`hotkeyd.protocol.wire.encode_key`); ``db`` is omitted
   when 0. Receivers ignore fields they do not know (v1 may gain optional fields).
 
@@ -32,12 +38,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hotkeyd.protocol import limits
+from hotkeyd.protocol import limits, strictjson
 from hotkeyd.protocol.wire import WireError, decode_key, encode_key
 
 __all__ = [
     "DEFAULT_INTERVAL",
+    "DEMAND_KEY_ENV",
+    "DEMAND_KEY_FILE_ENV",
     "DEMAND_VERSION",
+    "MAX_AGE",
     "MAX_ENTRIES",
     "MAX_INTERVAL",
     "MAX_N",
@@ -52,9 +61,16 @@ DEMAND_VERSION = 1
 MAX_ENTRIES = limits.DEMAND_ENTRIES_MAX
 MAX_N = limits.COUNT_MAX
 MAX_REPORT_BYTES = limits.DEMAND_REPORT_BYTES_MAX
+"""Largest report (signature included): 1,000 entries of keys up to ~100 bytes fit."""
 MIN_INTERVAL = limits.DEMAND_REPORT_INTERVAL_MS_MIN / 1000
 MAX_INTERVAL = limits.DEMAND_REPORT_INTERVAL_MS_MAX / 1000
 DEFAULT_INTERVAL = MIN_INTERVAL
+DEMAND_KEY_ENV = "HOTKEYD_DEMAND_KEY"
+"""Environment variable holding the reporter key (apps and daemon), when not in a file."""
+DEMAND_KEY_FILE_ENV = "HOTKEYD_DEMAND_KEY_FILE"
+"""Environment variable naming the reporter key file of an app."""
+MAX_AGE = 2 * MAX_INTERVAL
+"""Reports whose ``ts`` is older than this (s), or this far in the future, are stale."""
 _MAX_APP_LEN = limits.NAME_CHARS_MAX
 _MAX_INTERVAL_MS = limits.DEMAND_INTERVAL_MS_MAX
 
@@ -131,9 +147,9 @@ class DemandReport:
         if len(data) > max_bytes:
             raise DemandError("oversized", f"report of {len(data)} bytes (limit {max_bytes})")
         try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise DemandError("malformed", f"report is not JSON: {exc}") from exc
+            obj = strictjson.loads(data)
+        except strictjson.JSONRejected as exc:  # huge numbers, invalid UTF-8, nesting...
+            raise DemandError("malformed", f"report rejected: {exc}") from None
         if not isinstance(obj, dict):
             raise DemandError("malformed", "report is not a JSON object")
         if obj.get("v") != DEMAND_VERSION:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from hotkeyd.batch import Batch
-from hotkeyd.protocol import limits
+from hotkeyd.protocol import limits, strictjson
 from hotkeyd.protocol.wire import BASE64
 
 __all__ = [
@@ -250,8 +250,8 @@ class RecordDecoder:
     def _decode_json(self, value: bytes, acc: _Bucket) -> str | None:
         """Add the accesses of one JSON value to ``acc``; return a reason if (partly) bad."""
         try:
-            doc = json.loads(value)
-        except (UnicodeDecodeError, ValueError):
+            doc = strictjson.loads(value)
+        except strictjson.JSONRejected:
             return "undecodable"
         if not isinstance(doc, dict):
             return "wrong_format"

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hotkeyd.errors import HotkeydError
-from hotkeyd.protocol import limits
+from hotkeyd.protocol import limits, strictjson
 
 __all__ = [
     "BASE64",
@@ -243,11 +243,9 @@ class Message:
         is left out and counted in ``skipped``, as are entries beyond ``max_entries``.
         """
         try:
-            obj = json.loads(data)
-        except Exception as exc:  # ValueError, UnicodeDecodeError, RecursionError, ...
-            raise WireError(
-                f"notification is not JSON: {type(exc).__name__}: {exc}"[:200]
-            ) from None
+            obj = strictjson.loads(data)
+        except strictjson.JSONRejected as exc:  # huge numbers, invalid UTF-8, nesting...
+            raise WireError(f"notification rejected: {exc}"[:200]) from None
         if not isinstance(obj, dict):
             raise WireError("notification is not a JSON object")
         if obj.get("v") != WIRE_VERSION:

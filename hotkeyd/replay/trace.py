@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import math
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from typing import IO, Any
 
 from hotkeyd import native_or_twin
 from hotkeyd.batch import Batch
+from hotkeyd.protocol import strictjson
 from hotkeyd.protocol.limits import COUNT_MAX
 
 __all__ = ["IMPLEMENTATION", "TraceStats", "read_trace", "split_ticks"]
@@ -194,8 +194,8 @@ def _json_lines(
 
 def _json_event(line: bytes, ts_field: str) -> tuple[float, bytes, int, int] | None:
     try:
-        doc = json.loads(line)
-    except ValueError:
+        doc = strictjson.loads(line)
+    except strictjson.JSONRejected:
         return None
     if not isinstance(doc, dict):
         return None

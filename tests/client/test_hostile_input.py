@@ -41,6 +41,9 @@ POISON = [
     b'{"v":1,"instance":"x","seq":true,"ts":1}',
     b"\xff\xfe not utf-8",
     b"null",
+    # a 400-digit ts (issue 23: an OverflowError restarted the subscription each time)
+    b'{"v":1,"instance":"x","seq":1,"ts":' + b"1" * 400 + b',"hot":[]}',
+    _msg("poison", 4, [_entry("k", rate=int("9" * 400))]),  # a 400-digit rate
 ]
 
 
@@ -57,9 +60,10 @@ def test_poison_never_reconnects_or_flushes(
         assert wait_until(lambda: b"after" in sub.hotset)
         assert sub.stats.reconnects == 0
         assert b"real" in sub.hotset  # nothing was flushed
-        # [1] and the Infinity TTL are bad *entries* (the message itself is fine)
-        assert sub.stats.bad_entries == 2
-        assert sub.stats.bad_messages == len(POISON) - 2 + 1
+        # [1] is a bad *entry* (the message itself is fine); a non-finite or out-of-range
+        # number anywhere rejects the whole message (spec/vectors/hostile.json)
+        assert sub.stats.bad_entries == 1
+        assert sub.stats.bad_messages == len(POISON) - 1 + 1
 
 
 def test_huge_ttl_is_capped_on_the_client(
@@ -81,8 +85,8 @@ def test_forged_seq_or_ts_does_not_mute_a_real_daemon(
     daemon.make_hot(b"a")
     with Subscriber(r, namespace=ns) as sub:
         assert wait_until(lambda: b"a" in sub.hotset)
-        r.publish(ns.channel, _msg(daemon.instance, 2**62, [_entry("forged")]))
-        r.publish(ns.channel, _msg(daemon.instance, 2**62, [_entry("forged")], full=True))
+        r.publish(ns.channel, _msg(daemon.instance, 2**52, [_entry("forged")]))
+        r.publish(ns.channel, _msg(daemon.instance, 2**52, [_entry("forged")], full=True))
         r.publish(ns.channel, _msg(daemon.instance, daemon.seq + 1, [], ts=1e18))
         assert wait_until(lambda: sub.stats.suspect == 3)
         daemon.make_hot(b"b")  # the real daemon's next message is still applied
@@ -130,12 +134,17 @@ def test_bad_snapshot_never_breaks_from_url(
     daemon.make_hot(b"good")
     r.set(ns.snapshot("broken"), b'{"v":1,"instance":"broken","seq":"x","ts":1,"hot":[]}')
     r.set(ns.snapshot("inf"), _msg("inf", 1, [_entry("k", ttl_ms=1e400)], full=True))
-    r.zadd(ns.instances, {"broken": time.time(), "inf": time.time()})
+    # a 400-digit ts (issue 23: every new from_url() failed after 10 s)
+    huge = b'{"v":1,"instance":"huge","seq":1,"ts":' + b"1" * 400 + b',"full":true,"hot":[]}'
+    r.set(ns.snapshot("huge"), huge)
+    r.zadd(ns.instances, {"broken": time.time(), "inf": time.time(), "huge": time.time()})
     cache = HotCache.from_url(redis_server.url, namespace=ns, report_demand=False)  # type: ignore[attr-defined]
     try:
         assert b"good" in cache.hotset
-        assert cache.subscriber.stats.bad_snapshots >= 1
-        assert "inf" in cache.hotset.instances()  # read, its one bad entry left out
+        # each skipped and counted: a non-finite number rejects the whole snapshot
+        assert cache.subscriber.stats.bad_snapshots == 3
+        assert "inf" not in cache.hotset.instances()
+        assert "huge" not in cache.hotset.instances()
         assert b"k" not in cache.hotset
     finally:
         cache.close()

@@ -131,3 +131,27 @@ def test_every_role_works_with_its_least_privilege_acl(redis_server: RedisServer
     assert _noperm(lambda: daemon_c.set("app:item", b"x"))
     for c in (app, top_c, watch_c, daemon_c, admin):
         c.close()
+
+
+def test_a_demand_reporter_user_may_only_publish_demand(redis_server: RedisServer) -> None:
+    """The ACL docs/wire-format.md gives a demand reporter ("what an unauthenticated app
+    can do"): PUBLISH on the demand channels, nothing else."""
+    admin = redis.Redis.from_url(redis_server.url)
+    rules = f"on >reporter-pw-0123456789 resetchannels &{P}:demand:* -@all +publish"
+    admin.execute_command("ACL", "SETUSER", "reporter", *rules.split())
+    rep = redis.Redis.from_url(
+        f"redis://reporter:reporter-pw-0123456789@127.0.0.1:{redis_server.port}/0"
+    )
+    forged = b'{"v":1,"instance":"x","seq":1,"ts":1,"hot":[],"cool":[]}'
+    with admin.pubsub() as sub:
+        sub.subscribe(f"{P}:demand:d1")
+        assert wait_until(lambda: admin.pubsub_numsub(f"{P}:demand:d1")[0][1] == 1)
+        assert rep.publish(f"{P}:demand:d1", b"{}") == 1  # delivered
+    assert _noperm(lambda: rep.publish(f"{P}:events", forged))
+    assert _noperm(lambda: rep.publish(f"{P}:invalidate", b"{}"))
+    assert _noperm(lambda: rep.publish("other:demand:d1", b"{}"))
+    assert _noperm(lambda: rep.get("app:item"))
+    assert _noperm(lambda: rep.set(f"{{{P}}}:snapshot:x", forged))
+    assert _noperm(lambda: rep.execute_command("SUBSCRIBE", f"{P}:demand:d1"))
+    rep.close()
+    admin.close()

@@ -73,4 +73,30 @@ def check_counted(data: bytes) -> None:
     _check_lines(data, counted=True)
 
 
-CHECKS = {"monitor": check_monitor, "update_lines": check_update_lines, "counted": check_counted}
+def check_decoders(data: bytes) -> None:
+    """Every JSON decoder of the contract: a value or the wire error, nothing else escapes
+    (spec/vectors/hostile.json); and the strict rule holds in all of them alike."""
+    from hotkeyd.client.invalidation import decode_invalidation
+    from hotkeyd.protocol import strictjson
+    from hotkeyd.protocol.demand import DemandReport
+    from hotkeyd.protocol.wire import Message, WireError
+
+    try:
+        strictjson.loads(data)
+        strict_ok = True
+    except strictjson.JSONRejected:
+        strict_ok = False
+    for decode in (Message.loads, DemandReport.loads, decode_invalidation):
+        try:
+            decode(data)
+        except WireError:
+            continue
+        assert strict_ok, f"{decode.__qualname__} accepted what the strict rule rejects"
+
+
+CHECKS = {
+    "monitor": check_monitor,
+    "update_lines": check_update_lines,
+    "counted": check_counted,
+    "decoders": check_decoders,
+}

@@ -346,6 +346,7 @@ def test_publisher_runs_with_the_documented_minimal_acl_user(
             deadline = time.monotonic() + 10
             while d.metric("hotkeyd_demand_local_accesses_total") < 5:
                 assert time.monotonic() < deadline, "the demand intake never subscribed"
+                report["seq"], report["ts"] = report["seq"] + 1, time.time()  # fresh, new
                 admin.publish(Namespace(ns).demand_channel(instance), json.dumps(report))
                 time.sleep(0.2)
             assert d.stop() == 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 
 import redis
 
@@ -16,9 +18,17 @@ from tests.client.helpers import wait_until
 NS = Namespace("t")
 
 
-def report(*entries: tuple[bytes, int, int], interval_ms: int = 250) -> bytes:
+_SEQ = itertools.count(1)
+
+
+def report(*entries: tuple[bytes, int, int], interval_ms: int = 250, app: str = "app") -> bytes:
+    """A current report: the next seq, ts now (the intake drops stale and repeated ones)."""
     return DemandReport(
-        "app", 1, 0.0, interval_ms, tuple(DemandEntry(k, n, db) for k, n, db in entries)
+        app,
+        next(_SEQ),
+        time.time(),
+        interval_ms,
+        tuple(DemandEntry(k, n, db) for k, n, db in entries),
     ).dumps()
 
 
@@ -97,6 +107,6 @@ def test_subscribes_to_its_own_channel_and_reconnects(redis_server: RedisServer)
 
 def test_pending_counts_what_is_queued_so_repeats_do_not_fill_the_queue() -> None:
     intake = DemandIntake("redis://127.0.0.1:1", NS, "d1", metrics=Metrics(), max_pending=3)
-    for _ in range(10):  # 3 entries, 1 key each time: queued, drained, nothing left over
-        assert intake.feed(report((b"a", 1, 0), (b"a", 1, 0), (b"a", 1, 0)))
+    for i in range(10):  # 3 entries, 1 key each time: queued, drained, nothing left over
+        assert intake.feed(report((b"a", 1, 0), (b"a", 1, 0), (b"a", 1, 0), app=f"app-{i}"))
         assert intake.drain() == [(0, [b"a"], [3])]

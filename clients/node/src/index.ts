@@ -8,7 +8,7 @@ export { holdsKey, PartialTakeError, ShardedCounter, type ShardedCounterOptions 
 export { HotkeydUnreachableError, Subscriber, type RedisLike, type SubscriberOptions, type SubscriberStats } from "./subscriber.js";
 export {
   buildDemandReports, decodeInvalidation, decodeKey, decodeMessage, encodeInvalidation, encodeKey,
-  MAX_DEMAND_ENTRIES, MAX_ENTRIES, MAX_SEQ, MAX_TTL_MS, Namespace, WIRE_VERSION, WireError,
+  MAX_DEMAND_ENTRIES, MAX_DEPTH, MAX_ENTRIES, MAX_SEQ, MAX_TTL_MS, Namespace, WIRE_VERSION, WireError,
   type CoolEntry, type DemandRead, type DemandReport, type HotEntry, type Key, type Message, type WireKey,
 } from "./wire.js";
 export * from "./idempotency/index.js";

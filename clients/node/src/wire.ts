@@ -92,6 +92,8 @@ export function decodeKey(obj: unknown): Buffer {
 
 /** Limits of the wire format (spec/limits.json; docs/wire-format.md, "Untrusted input"). */
 export const MAX_SEQ = limit("seq_max");
+/** Deepest nesting of arrays and objects a message may have (spec/vectors/hostile.json). */
+export const MAX_DEPTH = 64;
 export const MAX_TTL_MS = limit("ttl_ms_max");
 export const MAX_ENTRIES = limit("message_entries_max");
 const MAX_NAME = limit("name_chars_max");
@@ -141,12 +143,7 @@ function coolEntry(e: unknown): CoolEntry {
  * `skipped`, as are entries beyond MAX_ENTRIES.
  */
 export function decodeMessage(data: string | Buffer): Message & { skipped: number } {
-  let obj: unknown;
-  try {
-    obj = JSON.parse(typeof data === "string" ? data : data.toString("utf8"));
-  } catch (e) {
-    throw new WireError(`notification is not JSON: ${(e as Error).message}`);
-  }
+  const obj = parseStrict(data, "notification");
   if (!isObj(obj)) throw new WireError("notification is not a JSON object");
   if (obj.v !== WIRE_VERSION) throw new WireError(`unsupported wire version ${JSON.stringify(obj.v)}`);
   const instance = obj.instance;
@@ -191,12 +188,7 @@ export function encodeInvalidation(origin: string, keys: Uint8Array[]): string {
 }
 
 export function decodeInvalidation(payload: string | Buffer): { origin: string; keys: Buffer[] } {
-  let obj: unknown;
-  try {
-    obj = JSON.parse(typeof payload === "string" ? payload : payload.toString("utf8"));
-  } catch (e) {
-    throw new WireError(`invalidation is not JSON: ${(e as Error).message}`);
-  }
+  const obj = parseStrict(payload, "invalidation");
   if (!isObj(obj)) throw new WireError("invalidation is not an object");
   if (obj.v !== 1 || !Array.isArray(obj.keys)) throw new WireError("invalidation is not a v1 object with a 'keys' list");
   const keys = obj.keys.map((k: unknown) => {
@@ -264,4 +256,42 @@ function encodeDemand(app: string, seq: number, ts: number, intervalMs: number, 
     return e;
   });
   return JSON.stringify({ v: 1, type: "demand", app, seq, ts, interval_ms: intervalMs, entries });
+}
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+// strings (skipped) or number tokens, outside strings
+const TOKENS = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+/**
+ * Parse JSON by the rule every decoder of the contract follows (spec/vectors/hostile.json):
+ * invalid UTF-8, an integer outside int64, a number not finite as a double, NaN/Infinity
+ * or nesting deeper than MAX_DEPTH reject the document whole, as a WireError.
+ */
+export function parseStrict(data: string | Buffer, what: string): unknown {
+  if (typeof data !== "string" && !isUtf8(data)) throw new WireError(`${what} is not UTF-8`);
+  const text = typeof data === "string" ? data : data.toString("utf8");
+  let obj: unknown;
+  try {
+    obj = JSON.parse(text);
+  } catch (e) {
+    throw new WireError(`${what} is not JSON: ${(e as Error).message}`);
+  }
+  for (const m of text.matchAll(TOKENS)) {
+    const tok = m[0];
+    if (tok.startsWith('"')) continue;
+    if (/[.eE]/.test(tok)) {
+      if (!Number.isFinite(Number(tok))) throw new WireError(`${what}: number ${tok.slice(0, 40)} is not finite`);
+    } else if (tok.length > 20 || BigInt(tok) < INT64_MIN || BigInt(tok) > INT64_MAX) {
+      throw new WireError(`${what}: integer outside the signed 64-bit range`);
+    }
+  }
+  let depth = 0;
+  for (const m of text.matchAll(/"(?:[^"\\]|\\.)*"|[[\]{}]/g)) {
+    const c = m[0];
+    if (c === "[" || c === "{") {
+      if (++depth > MAX_DEPTH) throw new WireError(`${what}: nested deeper than ${MAX_DEPTH}`);
+    } else if (c === "]" || c === "}") depth--;
+  }
+  return obj;
 }

@@ -19,6 +19,12 @@ import java.util.Base64;
  */
 public final class Wire {
   public static final int VERSION = 1;
+
+  /** Largest {@code seq}: 2^53-1, so every language holds it exactly. */
+  public static final long MAX_SEQ = (1L << 53) - 1;
+
+  /** Deepest nesting of arrays and objects a message may have (spec/vectors/hostile.json). */
+  public static final int MAX_DEPTH = 64;
   static final ObjectMapper JSON = new ObjectMapper();
 
   private Wire() {}
@@ -89,6 +95,9 @@ public final class Wire {
   }
 
   static JsonNode parse(byte[] data, String what) {
+    if (strictUtf8(data) == null) {
+      throw new WireException(what + " is not UTF-8");
+    }
     JsonNode node;
     try {
       node = JSON.readTree(data);
@@ -98,7 +107,34 @@ public final class Wire {
     if (node == null || !node.isObject()) {
       throw new WireException(what + " is not a JSON object");
     }
+    String bad = strict(node, 1);
+    if (bad != null) {
+      throw new WireException(what + " rejected: " + bad);
+    }
     return node;
+  }
+
+  /**
+   * The rule every decoder of the contract follows: an integer outside int64, a number not
+   * finite as a double, or nesting deeper than {@link #MAX_DEPTH} rejects the document whole.
+   */
+  private static String strict(JsonNode node, int depth) {
+    if (node.isContainerNode()) {
+      if (depth > MAX_DEPTH) {
+        return "nested deeper than " + MAX_DEPTH;
+      }
+      for (JsonNode child : node) {
+        String bad = strict(child, depth + 1);
+        if (bad != null) {
+          return bad;
+        }
+      }
+    } else if (node.isBigInteger() && !node.canConvertToLong()) {
+      return "integer outside the signed 64-bit range";
+    } else if (node.isFloatingPointNumber() && !Double.isFinite(node.doubleValue())) {
+      return "number not finite";
+    }
+    return null;
   }
 
   static byte[] dumps(JsonNode node) {

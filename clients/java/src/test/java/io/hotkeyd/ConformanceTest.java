@@ -387,4 +387,41 @@ class ConformanceTest {
     }
     return tests.stream();
   }
+
+  @TestFactory
+  List<DynamicTest> hostile() throws IOException {
+    JsonNode v = load("hostile.json");
+    assertEquals(Wire.MAX_DEPTH, v.get("max_depth").asInt());
+    assertEquals(Wire.MAX_SEQ, v.get("max_seq").asLong());
+    List<DynamicTest> out = new ArrayList<>();
+    for (JsonNode c : v.get("cases")) {
+      String decoder = c.get("decoder").asText();
+      if (decoder.equals("demand")) {
+        continue; // the Java client sends demand reports, it does not read them
+      }
+      byte[] data;
+      if (c.has("input_base64")) {
+        data = java.util.Base64.getDecoder().decode(c.get("input_base64").asText());
+      } else if (c.has("gen")) {
+        JsonNode g = c.get("gen");
+        int n = g.get("times").asInt();
+        data = (g.get("prefix").asText() + g.get("open").asText().repeat(n)
+                + g.get("close").asText().repeat(n) + g.get("suffix").asText())
+            .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      } else {
+        data = c.get("input").asText().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      }
+      boolean valid = c.get("valid").asBoolean();
+      out.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> {
+        Runnable decode = decoder.equals("notification")
+            ? () -> Message.parse(data) : () -> Invalidation.decode(data);
+        if (valid) {
+          decode.run();
+        } else {
+          assertThrows(WireException.class, decode::run);
+        }
+      }));
+    }
+    return out;
+  }
 }
