@@ -36,7 +36,7 @@ def publishes(r: redis.Redis) -> int:
 
 
 @contextmanager
-def every(period: float, action: Callable[[int], None]) -> Iterator[list[int]]:
+def every(period: float, action: Callable[[int], object]) -> Iterator[list[int]]:
     """Run ``action(i)`` every ``period`` s (0: back to back) in a thread; yields [count]."""
     stop, done = threading.Event(), [0]
 
@@ -70,7 +70,7 @@ def hot_fraction(daemon: DaemonProcess, seconds: float) -> float:
 def scenario(
     redis_server: RedisServer,
     tmp_path: Path,
-    attack: Callable[[redis.Redis, str], None],
+    attack: Callable[[redis.Redis, str], object],
     attack_period: float,
     *,
     signed: bool,

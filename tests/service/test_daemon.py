@@ -6,6 +6,7 @@ import json
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -341,7 +342,7 @@ def test_publisher_runs_with_the_documented_minimal_acl_user(
             assert admin.get(Namespace(ns).snapshot(instance)) is not None
             assert d.metric("hotkeyd_publish_failures_total") == 0
             # the same user may SUBSCRIBE to the instance's demand reports
-            report = {"v": 1, "type": "demand", "app": "a", "seq": 1, "ts": 0,
+            report: dict[str, Any] = {"v": 1, "type": "demand", "app": "a", "seq": 1, "ts": 0,
                       "interval_ms": 250, "entries": [{"key": "item:3", "n": 5}]}  # fmt: skip
             deadline = time.monotonic() + 10
             while d.metric("hotkeyd_demand_local_accesses_total") < 5:
