@@ -37,7 +37,11 @@ SHARED = [
     (name, opt)
     for name, cmd in sorted(_commands().items())
     for opt in sorted(_options(cmd))
-    if opt in RUN and opt not in ("http",)
+    if opt in RUN
+    and opt not in ("http",)
+    # `top --watch` (refresh in place) predates run's `--watch/--no-watch` (the data-Redis
+    # watch): the same parameter name, two different options.
+    and (name, opt) != ("top", "watch")
 ]
 
 
