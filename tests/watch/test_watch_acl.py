@@ -13,6 +13,7 @@ from hotkeyd.client import HotCache
 from hotkeyd.testing import RedisServer
 from hotkeyd.testing.daemon import DaemonProcess
 from tests.client.helpers import wait_until
+from tests.faults.test_acl_roles import _noperm, _url
 
 from .test_watch import _Load
 
@@ -26,20 +27,6 @@ BUS = (
 )
 # The watch connection on the data Redis: tracking, and EXISTS (read) on the data keys.
 WATCH = "resetchannels %R~app:* +client|tracking +client|caching +exists"
-
-
-def _url(rs: RedisServer, user: str) -> str:
-    return f"redis://{user}:{user}-pw-0123456789@127.0.0.1:{rs.port}/0"
-
-
-def _noperm(fn: object) -> bool:
-    try:
-        fn()  # type: ignore[operator]
-    except redis.exceptions.NoPermissionError:
-        return True
-    except redis.exceptions.ResponseError as exc:
-        return "NOPERM" in str(exc)
-    return False
 
 
 def test_watch_works_with_its_least_privilege_acl(redis_server: RedisServer) -> None:
