@@ -101,6 +101,15 @@ if os.path.exists(os.path.join("native", "_tracemodule.c")):
             extra_compile_args=CFLAGS,
         )
     )
+if os.path.exists(os.path.join("native", "_demandmodule.c")):
+    ext_modules.append(
+        Extension(
+            "hotkeyd.sources._demand",
+            sources=_sources("demand_parse.c", "_demandmodule.c"),
+            include_dirs=["native"],
+            extra_compile_args=CFLAGS,
+        )
+    )
 
 setup(
     ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithSpec}
