@@ -5,9 +5,8 @@
 
 #include "demand_parse.h"
 
-static const char *const REASONS[] = {"ok",         "oversized", "malformed",
-                                      "version",    "too_many_entries", "bad_entry",
-                                      "malformed"};
+static const char *const REASONS[] = {
+    "ok", "oversized", "malformed", "version", "too_many_entries", "bad_entry", "malformed"};
 
 static int limits_from(PyObject *o, dp_limits *lim) {
     long long v[8];
@@ -77,8 +76,8 @@ static PyObject *groups_of(const dp_batch *b, const dp_report *r) {
             goto fail;
         for (size_t k = i; k < j; k++) {
             const dp_entry *e = &b->ents[k];
-            PyObject *key = PyBytes_FromStringAndSize(b->arena + e->key_off,
-                                                      (Py_ssize_t)e->key_len);
+            PyObject *key =
+                PyBytes_FromStringAndSize(b->arena + e->key_off, (Py_ssize_t)e->key_len);
             PyObject *n = PyLong_FromUnsignedLongLong(e->n);
             if (!key || !n) {
                 Py_XDECREF(key);
@@ -146,16 +145,14 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     dp_batch b;
     dp_batch_init(&b);
     int oom = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyTuple_GET_ITEM(items, i);
         if (dp_parse(&b, &lim, PyBytes_AS_STRING(x), (size_t)PyBytes_GET_SIZE(x), &reps[i]) < 0) {
             oom = 1;
             break;
         }
     }
-    Py_END_ALLOW_THREADS
-    PyObject *out = NULL;
+    Py_END_ALLOW_THREADS PyObject *out = NULL;
     if (oom) {
         PyErr_NoMemory();
         goto done;
@@ -172,13 +169,12 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             PyObject *groups = groups_of(&b, r);
             item = groups == NULL
                        ? NULL
-                       : Py_BuildValue("(NLdLKNK)",
-                                       PyUnicode_DecodeUTF8(b.arena + r->app_off,
-                                                            (Py_ssize_t)r->app_len,
-                                                            "surrogatepass"),
-                                       (long long)r->seq, r->ts, (long long)r->interval_ms,
-                                       (unsigned long long)r->total, groups,
-                                       (unsigned long long)r->capped);
+                       : Py_BuildValue(
+                             "(NLdLKNK)",
+                             PyUnicode_DecodeUTF8(b.arena + r->app_off, (Py_ssize_t)r->app_len,
+                                                  "surrogatepass"),
+                             (long long)r->seq, r->ts, (long long)r->interval_ms,
+                             (unsigned long long)r->total, groups, (unsigned long long)r->capped);
         }
         if (!item) {
             Py_CLEAR(out);
@@ -199,8 +195,15 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_demand", "Batched demand report parser (C core).", -1, methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "_demand",
+    "Batched demand report parser (C core).",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__demand(void) { return PyModule_Create(&module); }

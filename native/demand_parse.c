@@ -49,6 +49,15 @@ static int arena_put(dp_batch *b, const void *s, size_t n) {
 int dp_utf8_valid(const unsigned char *s, size_t len) {
     size_t i = 0;
     while (i < len) {
+        while (i + 8 <= len) { /* ASCII, 8 bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= len)
+            break;
         unsigned char c = s[i];
         if (c < 0x80) {
             i++;
@@ -178,14 +187,30 @@ static int string(scan *s, int keep, size_t *off, size_t *len) {
         size_t n = 1;
         p += 2;
         switch (e) {
-        case '"': c = '"'; break;
-        case '\\': c = '\\'; break;
-        case '/': c = '/'; break;
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case 'n': c = '\n'; break;
-        case 'r': c = '\r'; break;
-        case 't': c = '\t'; break;
+        case '"':
+            c = '"';
+            break;
+        case '\\':
+            c = '\\';
+            break;
+        case '/':
+            c = '/';
+            break;
+        case 'b':
+            c = '\b';
+            break;
+        case 'f':
+            c = '\f';
+            break;
+        case 'n':
+            c = '\n';
+            break;
+        case 'r':
+            c = '\r';
+            break;
+        case 't':
+            c = '\t';
+            break;
         case 'u': {
             unsigned cp;
             if (hex4(p, end, &cp) < 0)
@@ -353,10 +378,21 @@ static int value(scan *s, int depth) {
     return num(s, &n);
 }
 
+typedef struct {
+    int64_t count; /* elements of the last "entries" array */
+    int reason; /* DP_OK or why its first bad entry is bad */
+    const char *msg;
+    int seen; /* an "entries" array was read */
+} ent_state;
+
+static int entries_inline(scan *s, int depth, ent_state *st);
+
 /* An object's members: for each name in names[], where its last value starts (or
- * NULL). Validates every value. The object is at nesting depth `depth`. */
-static int members(scan *s, int depth, const char *const *names, int nnames,
-                   const unsigned char **at) {
+ * NULL). Validates every value. The object is at nesting depth `depth`. With st, the
+ * member names[entries_at] holding an array is read as the report's entries on the way
+ * (one pass over the document; the last such member wins, as Python's json has it). */
+static int members_ex(scan *s, int depth, const char *const *names, int nnames,
+                      const unsigned char **at, int entries_at, ent_state *st) {
     for (int k = 0; k < nnames; k++)
         at[k] = NULL;
     if (depth > s->lim->max_depth)
@@ -373,11 +409,22 @@ static int members(scan *s, int depth, const char *const *names, int nnames,
         if (s->p >= s->end || *s->p != '"')
             return -1;
         size_t mark = b->alen, off, len;
-        if (string(s, 1, &off, &len) < 0)
-            return -1;
+        const char *name;
+        const unsigned char *q = s->p + 1;
+        while (q < s->end && *q != '"' && *q != '\\' && *q >= 0x20)
+            q++;
+        if (q < s->end && *q == '"') { /* no escapes: compare in place */
+            name = (const char *)s->p + 1;
+            len = (size_t)(q - s->p - 1);
+            s->p = q + 1;
+        } else {
+            if (string(s, 1, &off, &len) < 0)
+                return -1;
+            name = b->arena + off;
+        }
         int which = -1;
         for (int k = 0; k < nnames; k++)
-            if (strlen(names[k]) == len && memcmp(b->arena + off, names[k], len) == 0)
+            if (strlen(names[k]) == len && memcmp(name, names[k], len) == 0)
                 which = k;
         b->alen = mark;
         ws(s);
@@ -387,7 +434,10 @@ static int members(scan *s, int depth, const char *const *names, int nnames,
         ws(s);
         if (which >= 0)
             at[which] = s->p;
-        if (value(s, depth + 1) < 0)
+        if (st && which == entries_at && s->p < s->end && *s->p == '[') {
+            if (entries_inline(s, depth + 1, st) < 0)
+                return -1;
+        } else if (value(s, depth + 1) < 0)
             return -1;
         ws(s);
         if (s->p >= s->end)
@@ -401,6 +451,11 @@ static int members(scan *s, int depth, const char *const *names, int nnames,
         s->p++;
         return 0;
     }
+}
+
+static int members(scan *s, int depth, const char *const *names, int nnames,
+                   const unsigned char **at) {
+    return members_ex(s, depth, names, nnames, at, -1, NULL);
 }
 
 /* Readers of a value already validated (at points at its first character). */
@@ -478,7 +533,8 @@ static int b64_inplace(char *buf, size_t len, size_t *out_len) {
             return -1;
     /* binascii's strict mode (as CPython 3.11 has it): padding completes the last quad
      * and nothing follows it; after a full quad it is ignored, but not leading */
-    if (!((d % 4 == 0 && (pads == 0 || d > 0)) || (pads == 2 && d % 4 == 2) || (pads == 1 && d % 4 == 3)))
+    if (!((d % 4 == 0 && (pads == 0 || d > 0)) || (pads == 2 && d % 4 == 2) ||
+          (pads == 1 && d % 4 == 3)))
         return -1;
     size_t o = 0;
     uint32_t acc = 0;
@@ -521,19 +577,11 @@ static int nomem(dp_report *out) {
     return -1;
 }
 
-/* One entry object at s->p (validated); appends to b->raw. Returns 0 or a reason. */
-static int entry(scan *s, const unsigned char *at, const char **msg) {
+/* The fields of one entry object (validated); appends it to b->raw. Returns DP_OK or
+ * a reason (*msg set). */
+static int entry(scan *s, const unsigned char *const *f, const char **msg) {
     dp_batch *b = s->b;
     const dp_limits *lim = s->lim;
-    if (*at != '{') {
-        *msg = "entry is not a JSON object";
-        return DP_BAD_ENTRY;
-    }
-    const unsigned char *f[E_NN];
-    scan t = *s;
-    t.p = at;
-    if (members(&t, 1, ENT, E_NN, f) < 0) /* validated: fails only without memory */
-        return DP_NOMEM;
     size_t koff, klen;
     if (!f[E_KEY] || *f[E_KEY] != '"') {
         *msg = "entry has no string 'key'";
@@ -577,14 +625,77 @@ static int entry(scan *s, const unsigned char *at, const char **msg) {
     return DP_OK;
 }
 
-static uint64_t mix(const char *k, size_t n, int64_t db) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)db * 0x9E3779B97F4A7C15ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)k[i];
-        h *= 1099511628211ULL;
+/* The entries array at s->p (nesting depth `depth`): validated, counted, and its
+ * entries collected into b->raw until the first bad one or the limit. */
+static int entries_inline(scan *s, int depth, ent_state *st) {
+    const dp_limits *lim = s->lim;
+    if (depth > lim->max_depth)
+        return -1;
+    s->b->nraw = 0;
+    st->count = 0;
+    st->reason = DP_OK;
+    st->msg = NULL;
+    st->seen = 1;
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+        return 0;
     }
-    h ^= h >> 29;
-    return h * 0xBF58476D1CE4E5B9ULL;
+    for (;;) {
+        ws(s);
+        if (s->p >= s->end)
+            return -1;
+        int take = st->reason == DP_OK && ++st->count <= lim->entries_max;
+        if (!take && st->reason != DP_OK)
+            st->count++;
+        if (take && *s->p == '{') {
+            const unsigned char *f[E_NN];
+            if (members(s, depth + 1, ENT, E_NN, f) < 0)
+                return -1;
+            int r = entry(s, f, &st->msg);
+            if (r == DP_NOMEM) {
+                s->nomem = 1;
+                return -1;
+            }
+            st->reason = r;
+        } else {
+            if (take) {
+                st->reason = DP_BAD_ENTRY;
+                st->msg = "entry is not a JSON object";
+            }
+            if (value(s, depth + 1) < 0)
+                return -1;
+        }
+        ws(s);
+        if (s->p >= s->end)
+            return -1;
+        if (*s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (*s->p != ']')
+            return -1;
+        s->p++;
+        return 0;
+    }
+}
+
+/* Only to find repeated keys within one report: not a sketch hash, no secret needed
+ * (a crafted collision costs its sender probes within its own report). */
+static uint64_t mix(const char *k, size_t n, int64_t db) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)db * 0xFF51AFD7ED558CCDULL ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, k + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    uint64_t w = 0;
+    memcpy(&w, k + i, n - i);
+    h = (h ^ w) * 0x94D049BB133111EBULL;
+    return h ^ (h >> 29);
 }
 
 static int slots_for(dp_batch *b, size_t n) {
@@ -693,9 +804,8 @@ static int merge(dp_batch *b, dp_report *out) {
     return 0;
 }
 
-int dp_parse(dp_batch *b, const dp_limits *lim, const char *data, size_t len, dp_report *out) {
-    memset(out, 0, sizeof *out);
-    size_t mark = b->alen;
+static int parse_one(dp_batch *b, const dp_limits *lim, const char *data, size_t len,
+                     dp_report *out, size_t mark) {
     if (len > lim->max_bytes)
         return reject(out, DP_OVERSIZED, "report larger than the limit");
     const unsigned char *u = (const unsigned char *)data;
@@ -703,20 +813,25 @@ int dp_parse(dp_batch *b, const dp_limits *lim, const char *data, size_t len, dp
         return reject(out, DP_MALFORMED, "report rejected: not UTF-8");
     scan s = {u, u + len, b, lim, 0};
     const unsigned char *f[T_N];
+    ent_state st = {0, DP_OK, NULL, 0};
+    b->nraw = 0;
     ws(&s);
     int is_obj = s.p < s.end && *s.p == '{';
-    int bad = is_obj ? members(&s, 1, TOP, T_N, f) : value(&s, 1);
+    int bad = is_obj ? members_ex(&s, 1, TOP, T_N, f, T_ENTRIES, &st) : value(&s, 1);
     if (bad == 0) {
         ws(&s);
         bad = s.p != s.end; /* extra data after the JSON value */
     }
-    b->alen = mark;
+    if (s.nomem || bad)
+        b->alen = mark;
     if (s.nomem)
         return nomem(out);
     if (bad)
         return reject(out, DP_MALFORMED, "report rejected: not JSON by the strict rule");
-    if (!is_obj)
+    if (!is_obj) {
+        b->alen = mark;
         return reject(out, DP_MALFORMED, "report is not a JSON object");
+    }
     /* v == 1 as Python compares it: 1, 1.0 (any literal equal to it) or true */
     const unsigned char *v = f[T_V];
     double dv;
@@ -751,39 +866,9 @@ int dp_parse(dp_batch *b, const dp_limits *lim, const char *data, size_t len, dp
         b->alen = mark;
         return reject(out, DP_MALFORMED, "entries must be an array");
     }
-    /* the entries: count them all, collect them until the first bad one */
-    b->nraw = 0;
-    int reason = DP_OK;
-    const char *msg = NULL;
-    int64_t count = 0;
-    s.p = ents + 1;
-    ws(&s);
-    if (*s.p == ']')
-        s.p++;
-    else
-        for (;;) {
-            ws(&s);
-            const unsigned char *at = s.p;
-            count++;
-            if (reason == DP_OK && count <= lim->entries_max) {
-                reason = entry(&s, at, &msg);
-                if (reason == DP_NOMEM) {
-                    b->alen = mark;
-                    return nomem(out);
-                }
-            }
-            if (value(&s, 3) < 0) { /* validated already: only skips */
-                b->alen = mark;
-                return s.nomem ? nomem(out) : reject(out, DP_MALFORMED, "entries");
-            }
-            ws(&s);
-            if (*s.p == ',') {
-                s.p++;
-                continue;
-            }
-            s.p++; /* ']' */
-            break;
-        }
+    int64_t count = st.count;
+    int reason = st.reason;
+    const char *msg = st.msg;
     if (count > lim->entries_max) {
         b->alen = mark;
         return reject(out, DP_TOO_MANY_ENTRIES, "more entries than the limit per report");
@@ -809,4 +894,13 @@ int dp_parse(dp_batch *b, const dp_limits *lim, const char *data, size_t len, dp
     }
     out->reason = DP_OK;
     return 0;
+}
+
+int dp_parse(dp_batch *b, const dp_limits *lim, const char *data, size_t len, dp_report *out) {
+    memset(out, 0, sizeof *out);
+    size_t mark = b->alen;
+    int r = parse_one(b, lim, data, len, out, mark);
+    if (out->reason != DP_OK)
+        b->alen = mark; /* a rejected report keeps nothing */
+    return r;
 }

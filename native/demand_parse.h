@@ -54,7 +54,7 @@ typedef struct {
 typedef struct {
     size_t key_off, key_len; /* key bytes at arena + key_off */
     int64_t db;
-    uint64_t n;    /* summed, then capped */
+    uint64_t n; /* summed, then capped */
     uint32_t rank; /* order of first appearance of db (grouping) */
 } dp_entry;
 
@@ -65,9 +65,9 @@ typedef struct {
     int64_t seq;
     double ts;
     int64_t interval_ms;
-    uint64_t total;        /* sum of n over the entries as sent (the budget's measure) */
+    uint64_t total; /* sum of n over the entries as sent (the budget's measure) */
     size_t ent_first, nent; /* the merged entries, grouped by db, in b->ents */
-    uint64_t capped;       /* keys whose sum was above the cap */
+    uint64_t capped; /* keys whose sum was above the cap */
     uint64_t cap;
 } dp_report;
 

@@ -380,9 +380,15 @@ class Service:
         """Add what app caches served locally (drained without waiting) to the windows."""
         if self.demand is None:
             return
-        for db, keys, counts in self.demand.drain():
-            added, ignored = self.detector.ingest_served(keys, counts, db)
-            self.demand.counted(added, ignored)
+        # Everything queued, in bounded steps, until the next tick is due: a fleet's
+        # reports arrive faster than one step per loop pass (the queue would overflow).
+        while True:
+            items = self.demand.drain()
+            for db, keys, counts in items:
+                added, ignored = self.detector.ingest_served(keys, counts, db)
+                self.demand.counted(added, ignored)
+            if not items or self.detector.due() <= 0:
+                return
 
     def _tick(self) -> None:
         due_at = self.clock.monotonic()

@@ -42,7 +42,7 @@ from hotkeyd.detector.config import (
     Transition,
 )
 from hotkeyd.detector.intake import Intake, count_lines, count_nonempty_lines
-from hotkeyd.detector.keys import decode_ident, encode_ident, encode_lines
+from hotkeyd.detector.keys import decode_ident, encode_keys, encode_lines
 from hotkeyd.detector.lanes import EPS, Lane
 from hotkeyd.detector.rules import Rule, RuleSet
 from hotkeyd.detector.served import ServedRing
@@ -383,23 +383,18 @@ class Detector:
         Returns:
             ``(accesses added, entries ignored because the key is not hot here)``.
         """
-        hot = self._hot
-        idents = [encode_ident(k, db) for k in keys]
-        keep = [i for i, ident in enumerate(idents) if ident in hot]
+        idents = encode_keys(keys, db)
+        keep = self._hot.hot_indices(idents)
+        ignored = len(idents) - len(keep)
         if not keep:
-            return 0, len(idents)
-        res = self.ingest(
-            Batch(
-                keys=[keys[i] for i in keep],
-                counts=[counts[i] for i in keep],
-                db=db,
-                source="demand",
-            )
-        )
-        cur = self._pcur
-        for i in keep:
-            self._served.add(cur, idents[i], counts[i])
-        return res.events, len(idents) - len(keep)
+            return 0, ignored
+        if ignored:
+            keys = [keys[i] for i in keep]
+            counts = [counts[i] for i in keep]
+            idents = [idents[i] for i in keep]
+        res = self.ingest(Batch(keys=list(keys), counts=list(counts), db=db, source="demand"))
+        self._served.add_many(self._pcur, idents, counts)
+        return res.events, ignored
 
     def _reject_db(self, batch: Batch, source: str) -> IngestResult:
         """A batch with an impossible database number: count it as malformed, rate nothing."""

@@ -9,6 +9,8 @@ this holds at most ``max_hot`` keys per sub-window.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = ["ServedRing"]
 
 
@@ -29,6 +31,15 @@ class ServedRing:
         if slot is None:
             slot = self._slots[index] = {}
         slot[ident] = slot.get(ident, 0) + n
+
+    def add_many(self, index: int, idents: Sequence[bytes], counts: Sequence[int]) -> None:
+        """:meth:`add` for many keys at once."""
+        slot = self._slots.get(index)
+        if slot is None:
+            slot = self._slots[index] = {}
+        get = slot.get
+        for ident, n in zip(idents, counts, strict=True):
+            slot[ident] = get(ident, 0) + n
 
     def advance(self, cur: int) -> None:
         """``cur`` is the open sub-window now: forget those that left the window."""

@@ -20,7 +20,7 @@ A key is *cold* (no state kept at all, so memory is bounded by ``max_hot``) or *
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from hotkeyd.detector.rules import Rule
@@ -76,6 +76,11 @@ class HotCoolStates:
 
     def __iter__(self) -> Iterator[HotKey]:
         return iter(self._hot.values())
+
+    def hot_indices(self, idents: Sequence[bytes]) -> list[int]:
+        """Positions of the hot ones among ``idents`` (one pass, for the demand intake)."""
+        hot = self._hot
+        return [i for i, ident in enumerate(idents) if ident in hot]
 
     def get(self, ident: bytes) -> HotKey | None:
         return self._hot.get(ident)
