@@ -185,7 +185,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	PYTHONMALLOC=malloc \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-FUZZ_TARGETS := monitor update_lines counted decoders
+FUZZ_TARGETS := monitor update_lines counted decoders demand
 FUZZ_SECONDS ?= 8
 
 $(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell find hotkeyd tests -name "*.py" 2>/dev/null)
@@ -205,6 +205,7 @@ test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23); outpu
 asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus on the ASan/UBSan build (~2 min)
 	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
 	  tests/sketch tests/monitor/test_parser.py tests/faults/test_monitor_lines.py tests/fuzz \
+	  tests/sources/test_demand_parser.py \
 	  --deselect tests/sketch/test_leak.py
 
 fuzz-ci:            ## a short bounded fuzz run of each parser (~8 s each), as CI runs it

@@ -171,6 +171,7 @@ def run_once(args: argparse.Namespace, apps: int, tree: str | None) -> dict[str,
         "counted_per_s": (counted1 - counted0) / (w1 - w0),
         "sent_per_s": sent / args.seconds,
         "daemon_cpu": (c1 - c0) / (w1 - w0),
+        "counted_per_cpu_s": (counted1 - counted0) / max(1e-9, c1 - c0),
         "health": health,
         "hot": (hot_before, hot_after),
     }
@@ -198,7 +199,7 @@ def main() -> None:
     )
     print(
         f"{'build':9} {'apps':>5} {'sent/s':>8} {'counted/s':>10} {'counted':>8} "
-        f"{'lost':>6} {'cpu':>5}  health    shed"
+        f"{'lost':>6} {'cpu':>5} {'per cpu-s':>9}  health    shed"
     )
     for apps in args.apps:
         for _ in range(args.repeats):
@@ -208,7 +209,8 @@ def main() -> None:
                 print(
                     f"{res['build']:9} {apps:5d} {res['sent_per_s']:8.0f} "
                     f"{res['counted_per_s']:10.0f} {res['counted'] / max(1, res['reached']):8.1%} "
-                    f"{res['lost_silently']:6.0f} {res['daemon_cpu']:5.0%}  {res['health']:9} "
+                    f"{res['lost_silently']:6.0f} {res['daemon_cpu']:5.0%} "
+                    f"{res['counted_per_cpu_s']:9.0f}  {res['health']:9} "
                     f"{json.dumps(res['shed'])}",
                     flush=True,
                 )

@@ -94,7 +94,47 @@ def check_decoders(data: bytes) -> None:
         assert strict_ok, f"{decode.__qualname__} accepted what the strict rule rejects"
 
 
+def demand_limits(
+    max_rate: float = 1000.0,
+) -> tuple[int, int, int, int, int, int, int, int, float, float, float]:
+    """The intake's limits tuple for the demand parser (the spec's, and ``max_rate``)."""
+    from hotkeyd.protocol import limits, strictjson
+    from hotkeyd.protocol.demand import MAX_INTERVAL, MAX_REPORT_BYTES, MIN_INTERVAL
+
+    return (
+        MAX_REPORT_BYTES,
+        limits.DEMAND_ENTRIES_MAX,
+        limits.SEQ_MAX,
+        limits.NAME_CHARS_MAX,
+        limits.DEMAND_INTERVAL_MS_MAX,
+        limits.DB_MAX,
+        limits.COUNT_MAX,
+        strictjson.MAX_DEPTH,
+        max_rate,
+        MIN_INTERVAL,
+        MAX_INTERVAL,
+    )
+
+
+def check_demand(data: bytes) -> None:
+    """Demand reports -> the same verdicts (reason, or every field and merged entry) in
+    the C parser and its twin; byte 0 splits the input into two reports of one batch,
+    byte 1 picks the per-key cap."""
+    from hotkeyd.sources import _demand, _demand_py
+
+    knob, cut, doc = _split(data)
+    at = len(doc) * knob // 255
+    payloads = [doc, doc[:at], doc[at:], doc]
+    lim = demand_limits(float(1 + cut * 40))
+    got = [
+        [r if len(r) == 7 else r[0] for r in impl.parse(payloads, lim)]
+        for impl in (_demand, _demand_py)
+    ]
+    assert got[0] == got[1], (data, got)
+
+
 CHECKS = {
+    "demand": check_demand,
     "monitor": check_monitor,
     "update_lines": check_update_lines,
     "counted": check_counted,

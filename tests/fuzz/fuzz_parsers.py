@@ -1,5 +1,5 @@
 """Coverage-guided fuzzing of the C parsers (atheris): ``python fuzz_parsers.py TARGET
-[libFuzzer options] [corpus dirs]``, TARGET one of monitor, update_lines, counted, decoders
+[libFuzzer options] [corpus dirs]``, TARGET one of demand, monitor, update_lines, counted, decoders
 (the JSON decoders of the contract, pure Python).
 
 ``make fuzz`` runs each target for longer; ``make asan`` runs each briefly on the
@@ -15,6 +15,7 @@ import atheris
 with atheris.instrument_imports():  # coverage of the twins, whose branches mirror the C code
     from hotkeyd.protocol import demand, strictjson, wire  # noqa: F401
     from hotkeyd.sketch import _sketch_py  # noqa: F401
+    from hotkeyd.sources import _demand_py  # noqa: F401
     from hotkeyd.sources.monitor import _monitor_py  # noqa: F401
     from tests.fuzz.checks import CHECKS
 
