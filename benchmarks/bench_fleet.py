@@ -177,6 +177,49 @@ def run_once(args: argparse.Namespace, apps: int, tree: str | None) -> dict[str,
     }
 
 
+def capacity(args: argparse.Namespace) -> None:
+    """The intake alone, in this process: reports per CPU second through MAC check,
+    parsing, freshness, seq window, budgets, queue and drain; C core vs its twin."""
+    from hotkeyd.metrics import Metrics
+    from hotkeyd.sources import _demand, _demand_py
+    from hotkeyd.sources import demand as intake_mod
+
+    auth = MessageAuth([REPORTER_KEY]) if args.signed else None
+    fleet = make_fleet(2500, fleet_keys(args.pool), entries=args.entries, auth=auth)
+    rates: dict[str, list[float]] = {"C core": [], "pure twin": []}
+    for _ in range(args.repeats):
+        for name, impl in (("C core", _demand), ("pure twin", _demand_py)):
+            intake_mod._impl = impl  # type: ignore[attr-defined]
+            intake = intake_mod.DemandIntake(
+                "redis://127.0.0.1:1",
+                Namespace("cap"),
+                "d1",
+                metrics=Metrics(),
+                auth=auth,
+                max_pending=10**9,
+                app_budget=1e15,
+                max_age=1e9,  # the twin takes seconds per round: no report goes stale
+            )
+            rounds = 4 if impl is _demand else 1
+            cpu = 0.0
+            for _ in range(rounds):
+                now = time.time()
+                batch = [app.report(now) for app in fleet]
+                t = time.process_time()
+                for i in range(0, len(batch), 1024):
+                    intake.feed_many(batch[i : i + 1024])
+                while intake.drain():
+                    pass
+                cpu += time.process_time() - t
+            rates[name].append(rounds * len(fleet) / cpu)
+    c, py = statistics.median(rates["C core"]), statistics.median(rates["pure twin"])
+    print(
+        f"intake capacity ({args.entries} entries of 30-byte keys, signed={args.signed}, "
+        f"median of {args.repeats}): C core {c:,.0f} reports per CPU second, pure twin "
+        f"{py:,.0f} ({c / py:.1f}x)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--apps", type=int, nargs="+", default=[2500])
@@ -188,7 +231,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--baseline", help="source tree of the build to compare (e.g. main)")
     ap.add_argument("--json", help="also write the runs here")
+    ap.add_argument("--capacity", action="store_true", help="only the in-process intake")
     args = ap.parse_args()
+    if args.capacity:
+        capacity(args)
+        return
     trees: list[str | None] = [None] + (
         [str(Path(args.baseline).resolve())] if args.baseline else []
     )
