@@ -27,6 +27,8 @@ FULL = [
     ["bench_client.py"],
     ["bench_idempotency.py"],
     ["bench_cluster_pubsub.py"],
+    ["bench_fleet.py", "--capacity", "--repeats", "3"],
+    ["bench_fleet.py", "--apps", "1000", "2500"],
 ]
 QUICK = [
     [
@@ -58,6 +60,7 @@ QUICK = [
     ["bench_client.py", "--quick"],
     ["bench_idempotency.py", "--quick"],
     ["bench_cluster_pubsub.py", "--messages", "2000", "--repeats", "1"],
+    ["bench_fleet.py", "--capacity"],
 ]
 
 
