@@ -68,7 +68,8 @@ test: servers java-deps install-dev kafka-jars   ## everything CI runs: native b
 	@echo "== $$(date -u +%T) pytest"
 	$(PY) -m pytest --durations=25
 	@echo "== $$(date -u +%T) pytest (pure-Python twins)"
-	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py tests/replay
+	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py tests/replay \
+	  tests/sources/test_demand_intake.py tests/sources/test_demand_defences.py
 	@echo "== $$(date -u +%T) java"
 	$(MAKE) test-java
 	@echo "== $$(date -u +%T) go"
