@@ -250,6 +250,39 @@ func (g *IdempotencyGuard) Begin(ctx context.Context, key string, fingerprint []
 	return b, nil
 }
 
+// Peek returns the final result stored for key and the same fingerprint, read only (one
+// HMGET), or nil when there is none (no record, still running, another request): unlike
+// Begin it never takes a lease. The HTTP middleware reads records of the old unscoped key
+// space with it during the transition window. It needs a client with HMGET (a
+// *redis.Client, *redis.ClusterClient or redis.UniversalClient); with another Scripter it
+// finds nothing.
+func (g *IdempotencyGuard) Peek(ctx context.Context, key string, fingerprint []byte) (*BeginResult, error) {
+	if err := CheckIdempotencyKey(key, g.opt.MaxKeyLength); err != nil {
+		g.stats.badInput.Add(1)
+		return nil, err
+	}
+	h, ok := g.rdb.(interface {
+		HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	})
+	if !ok {
+		return nil, nil
+	}
+	record := g.opt.Namespace.IdempotencyRecord(RecordDigest(g.opt.Scope, key))
+	reply, err := h.HMGet(ctx, record, "st", "fp", "res").Result()
+	if err != nil {
+		return nil, g.tolerate(err, "peek")
+	}
+	st, fp := str(reply[0]), reply[1]
+	if (st != "D" && st != "F") || fp == nil || str(fp) != IdempotencyFingerprint(fingerprint) {
+		return nil, nil
+	}
+	var res []byte
+	if reply[2] != nil {
+		res = []byte(str(reply[2]))
+	}
+	return &BeginResult{Outcome: Done, Result: res, Failed: st == "F"}, nil
+}
+
 func str(v any) string {
 	switch x := v.(type) {
 	case string:
