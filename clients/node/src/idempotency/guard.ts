@@ -216,6 +216,27 @@ export class IdempotencyGuard {
     throw new Error(`unexpected reply from the begin script: ${reply.map(s).join(" ")}`);
   }
 
+  /**
+   * The final result stored for `key` and the same fingerprint, read only (one HMGET), or
+   * null when there is none (no record, still running, another request): unlike begin it
+   * never takes a lease. The HTTP middleware reads records of the old unscoped key space
+   * with it during the transition window.
+   */
+  async peek(key: string, fp: Buffer | string = ""): Promise<BeginResult | null> {
+    checkKey(key, this.maxKeyLength);
+    let reply: (Buffer | null)[];
+    try {
+      reply = await this.client.hmgetBuffer(this.recordOf(key), "st", "fp", "res");
+    } catch (err) {
+      this.tolerate(err, "peek");
+      return null;
+    }
+    const [st, recFp, res] = reply.map((b) => (b === null ? null : b));
+    const state = st?.toString("latin1");
+    if ((state !== "D" && state !== "F") || recFp === null || recFp.toString("latin1") !== fingerprint(fp)) return null;
+    return { outcome: "done", result: res ?? Buffer.alloc(0), failed: state === "F", retryAfterMs: 0, takeover: false };
+  }
+
   /** Store `result` (DONE) and end the lease. Throws LeaseLostError if it was taken over. */
   complete(lease: Lease, result: Buffer | string = ""): Promise<void> {
     return this.finish(lease, result, "D");
