@@ -248,6 +248,33 @@ public final class IdempotencyGuard implements AutoCloseable {
   }
 
   /**
+   * The final result stored for {@code key} and the same request, read only (one HMGET), or
+   * null when there is none (no record, still running, another request): unlike {@link
+   * #begin} it never takes a lease. The HTTP filter reads records of the old unscoped key
+   * space with it during the transition window.
+   */
+  public Begin peek(String key, byte[] request) {
+    IdempotencyKeys.checkKey(key, maxKeyLength);
+    List<byte[]> r;
+    try {
+      r = jedis.hmget(recordOf(key).getBytes(StandardCharsets.UTF_8),
+          "st".getBytes(StandardCharsets.US_ASCII), "fp".getBytes(StandardCharsets.US_ASCII),
+          "res".getBytes(StandardCharsets.US_ASCII));
+    } catch (JedisException e) {
+      tolerate(e, "peek");
+      return null;
+    }
+    String st = r.get(0) == null ? "" : new String(r.get(0), StandardCharsets.US_ASCII);
+    String fp = IdempotencyKeys.fingerprint(request);
+    if (!(st.equals("D") || st.equals("F")) || r.get(1) == null
+        || !fp.equals(new String(r.get(1), StandardCharsets.US_ASCII))) {
+      return null;
+    }
+    byte[] res = r.get(2) == null ? new byte[0] : r.get(2);
+    return new Begin(Outcome.DONE, null, res, st.equals("F"), Duration.ZERO, false);
+  }
+
+  /**
    * Stores {@code result} (DONE) and ends the lease.
    *
    * @throws LeaseLostException the lease was taken over or the record is gone: NOT stored
