@@ -293,7 +293,11 @@ def _post(port: int, key: str, body: str, user: str = "alice") -> tuple[int, dic
             "POST",
             "/order",
             body=body.encode(),
-            headers={"Idempotency-Key": key, "Authorization": f"Bearer {user}", "Content-Type": "application/json"},
+            headers={
+                "Idempotency-Key": key,
+                "Authorization": f"Bearer {user}",
+                "Content-Type": "application/json",
+            },
         )
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
