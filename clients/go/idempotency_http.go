@@ -256,6 +256,8 @@ func (g *IdempotencyGuard) run(w http.ResponseWriter, r *http.Request, next http
 		kind := "IdempotencyUnavailable"
 		if errors.Is(err, ErrLeaseLost) {
 			kind = "LeaseLostError"
+		} else if errors.Is(err, ErrDuplicateCompletion) {
+			kind = "DuplicateCompletionError"
 		}
 		resp.Headers = append(resp.Headers, [2]string{"Idempotency-Warning", "not recorded: " + kind})
 	}

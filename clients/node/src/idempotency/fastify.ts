@@ -12,9 +12,9 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { Readable } from "node:stream";
-import { IdempotencyGuard, LeaseLostError, type KeepAlive, type Lease } from "./guard.js";
+import { IdempotencyGuard, type KeepAlive, type Lease } from "./guard.js";
 import { IdempotencyKeyError } from "./keys.js";
-import { encodeResponse, errorResponse, HandlerTimes, isFinal, keyOf, refusal, requestFingerprint, type Headers, type IdempotencyPolicy, type KeyOf, type Stored } from "./http.js";
+import { encodeResponse, errorResponse, HandlerTimes, isFinal, keyOf, refusal, requestFingerprint, warning, type Headers, type IdempotencyPolicy, type KeyOf, type Stored } from "./http.js";
 import { headerLines } from "./middleware.js";
 
 /** The members of a FastifyRequest the plugin uses. */
@@ -146,7 +146,7 @@ export function fastifyIdempotency(guard: IdempotencyGuard, policy: IdempotencyP
     try {
       await guard.complete(st.lease, encodeResponse({ s: reply.statusCode, h, body }));
     } catch (err) {
-      reply.header("Idempotency-Warning", `not recorded: ${err instanceof LeaseLostError ? "LeaseLostError" : "IdempotencyUnavailable"}`);
+      reply.header("Idempotency-Warning", `not recorded: ${warning(err)}`);
     }
     return body;
   }

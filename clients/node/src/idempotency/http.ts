@@ -53,6 +53,12 @@ export function decodeResponse(raw: Buffer): Stored {
   return { s: Number(head.s), h: head.h.map(([k, v]) => [String(k), String(v)]), body: nl < 0 ? Buffer.alloc(0) : raw.subarray(nl + 1) };
 }
 
+/** The kind of a failed completion, as every middleware names it in Idempotency-Warning. */
+export function warning(err: unknown): string {
+  const name = (err as Error)?.name;
+  return name === "LeaseLostError" || name === "DuplicateCompletionError" ? name : "IdempotencyUnavailable";
+}
+
 export const isFinal = (status: number) => status < 500 && ![408, 425, 429].includes(status);
 
 /** The scope of a caller's keys: "a" + the digest of the Authorization header, or "u" + the user's. */

@@ -17,9 +17,9 @@
  * problems; a 409's Retry-After is the lower of the lease left and the route's median time.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { IdempotencyGuard, LeaseLostError, type Lease } from "./guard.js";
+import { IdempotencyGuard, type Lease } from "./guard.js";
 import { IdempotencyKeyError } from "./keys.js";
-import { errorResponse, HandlerTimes, isFinal, keyOf, refusal, requestFingerprint, encodeResponse, type Headers, type IdempotencyPolicy as Policy, type KeyOf, type Stored } from "./http.js";
+import { errorResponse, HandlerTimes, isFinal, keyOf, refusal, requestFingerprint, encodeResponse, warning, type Headers, type IdempotencyPolicy as Policy, type KeyOf, type Stored } from "./http.js";
 
 export { decodeResponse, encodeResponse, PROBLEM_TYPE, REPLAYED_HEADER } from "./http.js";
 
@@ -163,7 +163,7 @@ export function idempotency(guard: IdempotencyGuard, policy: IdempotencyPolicy =
         try {
           await guard.complete(lease, encodeResponse({ s: res.statusCode, h, body }));
         } catch (err) {
-          res.setHeader("Idempotency-Warning", `not recorded: ${err instanceof LeaseLostError ? "LeaseLostError" : "IdempotencyUnavailable"}`);
+          res.setHeader("Idempotency-Warning", `not recorded: ${warning(err)}`);
         }
       }
       origWriteHead(res.statusCode);

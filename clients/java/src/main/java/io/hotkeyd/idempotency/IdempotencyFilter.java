@@ -231,7 +231,9 @@ public final class IdempotencyFilter implements Filter {
         } catch (IdempotencyException e) {
           List<Map.Entry<String, String>> h = new ArrayList<>(r.headers());
           h.add(Map.entry("Idempotency-Warning", "not recorded: "
-              + (e instanceof LeaseLostException ? "LeaseLostError" : "IdempotencyUnavailable")));
+              + (e instanceof LeaseLostException ? "LeaseLostError"
+                  : e instanceof DuplicateCompletionException ? "DuplicateCompletionError"
+                  : "IdempotencyUnavailable")));
           r = new StoredResponse(r.status(), h, r.body());
         }
       }
