@@ -60,7 +60,7 @@ def test_http_caller_scopes(v: dict[str, Any]) -> None:
         del headers["authorization"]
     policy = HttpPolicy() if "user" not in v else HttpPolicy(user=lambda _r: v["user"])
     scoped = policy.key_of(Request("POST", "/order", headers))
-    assert scoped == v["scoped_key"]
+    assert scoped is not None and scoped == v["scoped_key"]
     assert IdempotencyNames().record(record_digest("", scoped)) == v["record"]
 
 
