@@ -92,6 +92,12 @@ public final class IdempotencyFilter implements Filter {
     public static final Policy DEFAULT = new Policy(Set.of("POST", "PATCH", "PUT", "DELETE"),
         r -> false, null, "Idempotency-Key", 1 << 20, false, true);
 
+    /** The five-field policy of earlier releases: scoped by caller, transition window on. */
+    public Policy(Set<String> methods, Predicate<HttpServletRequest> required,
+        Function<HttpServletRequest, String> user, String header, int maxBody) {
+      this(methods, required, user, header, maxBody, false, true);
+    }
+
     public Policy withRequired(Predicate<HttpServletRequest> p) {
       return new Policy(methods, p, user, header, maxBody, shared, legacyUnscoped);
     }
