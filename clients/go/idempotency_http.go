@@ -338,10 +338,10 @@ func refusal(b BeginResult, expected float64) storedResponse {
 	return errorResponse(http.StatusUnprocessableEntity, "this Idempotency-Key was used with a different request")
 }
 
-// problemTitles are the titles of the middleware's problems (Python's HTTPStatus phrases).
+// problemTitles are the titles of the middleware's problems (RFC 9110's names, as every language).
 var problemTitles = map[int]string{
-	400: "Bad Request", 409: "Conflict", 413: "Request Entity Too Large",
-	422: "Unprocessable Entity", 500: "Internal Server Error", 503: "Service Unavailable",
+	400: "Bad Request", 409: "Conflict", 413: "Content Too Large",
+	422: "Unprocessable Content", 500: "Internal Server Error", 503: "Service Unavailable",
 }
 
 // errorResponse: an RFC 9457 problem whose type links the docs; retryAfter < 0 sends no

@@ -67,7 +67,7 @@ export function callerScope(authorization: string | undefined, user?: string): s
 }
 
 const TITLES: Record<number, string> = {
-  400: "Bad Request", 409: "Conflict", 413: "Request Entity Too Large", 422: "Unprocessable Entity",
+  400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content",
   500: "Internal Server Error", 503: "Service Unavailable",
 };
 

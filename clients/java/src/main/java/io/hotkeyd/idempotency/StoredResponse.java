@@ -62,7 +62,7 @@ public record StoredResponse(int status, List<Map.Entry<String, String>> headers
       "docs/idempotency.md#http-idempotency-key-middleware";
 
   private static final Map<Integer, String> TITLES = Map.of(400, "Bad Request", 409, "Conflict",
-      413, "Request Entity Too Large", 422, "Unprocessable Entity", 500, "Internal Server Error",
+      413, "Content Too Large", 422, "Unprocessable Content", 500, "Internal Server Error",
       503, "Service Unavailable");
 
   /**
