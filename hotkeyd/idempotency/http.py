@@ -264,7 +264,12 @@ _TITLES = {
 
 def error_response(status: int, message: str, retry_after: float | None = None) -> Response:
     """An RFC 9457 problem (``application/problem+json``) whose ``type`` links the docs."""
-    problem = {"type": PROBLEM_TYPE, "title": _TITLES.get(status, "Error"), "status": status, "detail": message}
+    problem = {
+        "type": PROBLEM_TYPE,
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": message,
+    }
     body = json.dumps(problem).encode()
     headers: Headers = [
         ("content-type", "application/problem+json"),
