@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from hotkeyd import native_or_twin
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock
 from hotkeyd.detector.config import (
@@ -57,6 +58,9 @@ from hotkeyd.sketch import SketchLike, new_sketch
 __all__ = ["Detector"]
 
 logger = logging.getLogger(__name__)
+
+#: The per-tick work: the C core (native/tick.c) or its pure-Python twin, chosen once.
+_tick, IMPLEMENTATION = native_or_twin("hotkeyd.detector._tick", "hotkeyd.detector._tick_py")
 
 WRITE_SHARE = 0.9  # write fraction at or above which a hot key is "write"
 READ_SHARE = 0.1  # write fraction at or below which a hot key is "read"
@@ -564,29 +568,28 @@ class Detector:
             default=wall,
         )
         rules = self._rules
-        candidates: set[bytes] = set()
         prune = prune or self._prune
-        if prune:
-            # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
-            need = rules.min_threshold * self.config.window / len(self._lanes)
-            for lane in self._lanes.values():
-                candidates |= lane.ring.could_reach(need)
-        else:
-            for lane in self._lanes.values():
-                candidates |= lane.ring.candidates()
-        candidates.update(self._hot.idents())
-        inv = 1.0 / self.config.window
-        lanes = list(self._lanes.values())
-        sums = lanes[0].ring.sums(candidates) if lanes else dict.fromkeys(candidates, 0.0)
-        for lane in lanes[1:]:
-            for k, v in lane.ring.sums(candidates).items():
-                if v:
-                    sums[k] += v
-        rates = {k: v * inv for k, v in sums.items() if v > 0 or k in self._hot}
+        # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
+        need = rules.min_threshold * self.config.window / max(1, len(self._lanes))
+        # One call: the candidates (top-k of every closed sub-window, pruned to those that
+        # can reach ``need``, plus the hot keys), their rates over all lanes' windows, and
+        # the ones at or above the lowest threshold (native/tick.c or its twin).
+        rates, contenders = _tick.evaluate(
+            [lane.ring.arrays() for lane in self._lanes.values()],
+            self._hot.idents(),
+            need,
+            prune,
+            rules.min_threshold,
+            1.0 / self.config.window,
+            self._cache_cap,
+            not prune,
+        )
         # Cool-downs run on the evaluation clock (never backwards); ``since`` and the
         # transitions carry the event time of the lane whose step triggered this evaluation.
         at = min(at, now)
-        tr = self._hot.evaluate(rates, self._rule_of(rules), now, at, rules.min_threshold)
+        tr = self._hot.evaluate(
+            rates, self._rule_of(rules), now, at, rules.min_threshold, contenders
+        )
         if not prune:
             self._last = rates
         if tr.new or tr.cooled or tr.still:

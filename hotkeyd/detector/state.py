@@ -90,6 +90,7 @@ class HotCoolStates:
         now: float,
         now_wall: float,
         min_threshold: float = 0.0,
+        contenders: list[bytes] | None = None,
     ) -> Transitions:
         """Apply one tick's rates.
 
@@ -100,6 +101,9 @@ class HotCoolStates:
             now_wall: wall time of the tick (``since`` of new keys).
             min_threshold: no rule has a lower threshold; keys below it are skipped
                 without a rule lookup.
+            contenders: the keys of ``rates`` not hot whose rate is positive and at least
+                ``min_threshold``, when the caller picked them already (the detector's
+                per-tick work does, in C); None: picked here from ``rates``.
         """
         h = self.hysteresis
         still: list[HotKey] = []
@@ -125,18 +129,23 @@ class HotCoolStates:
                 hk.announced = now
                 still.append(hk)
 
-        contenders: list[tuple[float, bytes, Rule]] = []
-        for ident, rate in rates.items():
-            if rate < min_threshold or rate <= 0.0 or ident in self._hot:
-                continue
+        if contenders is None:
+            contenders = [
+                ident
+                for ident, rate in rates.items()
+                if rate >= min_threshold and rate > 0.0 and ident not in self._hot
+            ]
+        ranked: list[tuple[float, bytes, Rule]] = []
+        for ident in contenders:
+            rate = rates[ident]
             rule = rule_of(ident)
             if not rule.ignore and rate >= rule.threshold:
-                contenders.append((rate, ident, rule))
-        contenders.sort(key=lambda c: (-c[0], c[1]))
+                ranked.append((rate, ident, rule))
+        ranked.sort(key=lambda c: (-c[0], c[1]))
 
         new: list[HotKey] = []
         lowest: list[tuple[float, bytes]] | None = None
-        for rate, ident, rule in contenders:
+        for rate, ident, rule in ranked:
             if len(self._hot) >= self.max_hot:
                 if lowest is None:
                     lowest = [(k.rate, k.ident) for k in self._hot.values()]

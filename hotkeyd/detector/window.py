@@ -15,6 +15,7 @@ slot's caches are dropped so the next evaluation sees the new counts.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from hotkeyd.sketch import CountMinTopK, HeavyKeeper, SketchLike, window_sums
 from hotkeyd.sketch._sketch_py import window_sums as window_sums_py
@@ -139,50 +140,28 @@ class SubWindowRing:
                 if s.raw:
                     yield s
 
-    def _tops(self) -> Iterable[_Slot]:
-        for s in self._closed_slots():
+    def arrays(
+        self,
+    ) -> tuple[Any, list[SketchLike], list[dict], list[float], list[dict], list[int]]:
+        """This ring's closed sub-windows as the per-tick work takes them (``_tick.evaluate``).
+
+        The window sums function, then per closed sub-window with events: its sketch,
+        estimate cache, scale factor, top-k (fetched once per sub-window) and the sketch's k.
+        """
+        slots = list(self._closed_slots())
+        for s in slots:
             if s.top is None:
                 s.top = dict(s.sketch.topk())
-                for key, count in s.top.items():
-                    s.est.setdefault(key, count)
-            yield s
-
-    def candidates(self) -> set[bytes]:
-        """Union of the top-k of the closed sub-windows in the window."""
-        out: set[bytes] = set()
-        for s in self._tops():
-            out.update(s.top or ())
-        return out
-
-    def could_reach(self, total: float) -> set[bytes]:
-        """Top-k keys whose scaled window count may reach ``total`` (a superset).
-
-        A key outside a sub-window's top-k counted at most that top-k's smallest count
-        there (0 when the top-k is not full). So a key reaching ``total`` has, in at least
-        one sub-window, a count above that floor by ``(total - sum of floors) / N`` or
-        more; the top-k are count-descending, so each is scanned only down to there. It
-        lets an evaluation skip the many candidates that cannot turn hot.
-        """
-        slots = list(self._tops())
-        if not slots:
-            return set()
-        lows = []
-        floor = 0.0
-        for s in slots:
-            top = s.top or {}
-            full = top and len(top) >= getattr(s.sketch, "k", 1 << 62)
-            low = min(top.values()) if full else 0
-            lows.append(low)
-            floor += low * s.factor
-        per = (total - floor) / len(slots)
-        out: set[bytes] = set()
-        for s, low in zip(slots, lows, strict=True):
-            f = s.factor
-            for key, c in (s.top or {}).items():
-                if (c - low) * f < per:
-                    break
-                out.add(key)
-        return out
+        sketches = [s.sketch for s in slots]
+        fn = window_sums if all(type(sk) in _NATIVE for sk in sketches) else window_sums_py
+        return (
+            fn,
+            sketches,
+            [s.est for s in slots],
+            [s.factor for s in slots],
+            [s.top or {} for s in slots],
+            [getattr(s.sketch, "k", 1 << 62) for s in slots],
+        )
 
     def sums(self, keys: Iterable[bytes]) -> dict[bytes, float]:
         """Scaled access counts of ``keys`` over the closed sub-windows of the window.
