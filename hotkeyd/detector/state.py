@@ -135,14 +135,7 @@ class HotCoolStates:
                 for ident, rate in rates.items()
                 if rate >= min_threshold and rate > 0.0 and ident not in self._hot
             ]
-        ranked: list[tuple[float, bytes, Rule]] = []
-        for ident in contenders:
-            rate = rates[ident]
-            rule = rule_of(ident)
-            if not rule.ignore and rate >= rule.threshold:
-                ranked.append((rate, ident, rule))
-        ranked.sort(key=lambda c: (-c[0], c[1]))
-
+        ranked = self._ranked(rates, contenders, rule_of)
         new: list[HotKey] = []
         lowest: list[tuple[float, bytes]] | None = None
         for rate, ident, rule in ranked:
@@ -166,3 +159,42 @@ class HotCoolStates:
         if cooled and still:
             still = [hk for hk in still if hk.ident in self._hot]
         return Transitions(new, still, cooled)
+
+    def _ranked(
+        self, rates: dict[bytes, float], contenders: list[bytes], rule_of: Callable[[bytes], Rule]
+    ) -> list[tuple[float, bytes, Rule]]:
+        """The contenders at or above their rule's threshold, highest rate first."""
+        ranked: list[tuple[float, bytes, Rule]] = []
+        for ident in contenders:
+            rate = rates[ident]
+            rule = rule_of(ident)
+            if not rule.ignore and rate >= rule.threshold:
+                ranked.append((rate, ident, rule))
+        ranked.sort(key=lambda c: (-c[0], c[1]))
+        return ranked
+
+    def admit(
+        self,
+        rates: dict[bytes, float],
+        contenders: list[bytes],
+        rule_of: Callable[[bytes], Rule],
+        now: float,
+        now_wall: float,
+    ) -> list[HotKey]:
+        """cold -> hot only, between evaluations (a key that crossed its threshold).
+
+        Nothing cools here and nobody is evicted: at the cap a newcomer waits for the next
+        evaluation, where the eviction margin applies as always.
+        """
+        new: list[HotKey] = []
+        for rate, ident, rule in self._ranked(rates, contenders, rule_of):
+            if len(self._hot) >= self.max_hot:
+                break
+            if ident in self._hot:
+                continue
+            hk = HotKey(
+                ident, rule, rate, since_wall=now_wall, since_mono=now, announced=now, peak=rate
+            )
+            self._hot[ident] = hk
+            new.append(hk)
+        return new

@@ -140,6 +140,37 @@ class SubWindowRing:
                 if s.raw:
                     yield s
 
+    def partial_arrays(
+        self,
+    ) -> tuple[Any, list[SketchLike], list[dict], list[float], list[dict], list[int]] | None:
+        """The open sub-window and the ``N - 1`` closed ones before it, for a crossing check.
+
+        That is at most one window of traffic (the open one is partial). Only the open
+        sub-window's top-k are candidates (the closed ones were rated at their close); None
+        when nothing went into the open one yet.
+        """
+        now = self._slots[self.cur % (self.n + 1)]
+        if not now.raw:
+            return None
+        if now.top is None:
+            now.top = dict(now.sketch.topk())
+        slots = [now]
+        for i in range(self.cur - self.n + 1, self.cur):
+            if i >= 0:
+                s = self._slots[i % (self.n + 1)]
+                if s.raw:
+                    slots.append(s)
+        sketches = [s.sketch for s in slots]
+        fn = window_sums if all(type(sk) in _NATIVE for sk in sketches) else window_sums_py
+        return (
+            fn,
+            sketches,
+            [s.est for s in slots],
+            [s.factor for s in slots],
+            [now.top] + [{} for _ in slots[1:]],
+            [getattr(s.sketch, "k", 1 << 62) for s in slots],
+        )
+
     def arrays(
         self,
     ) -> tuple[Any, list[SketchLike], list[dict], list[float], list[dict], list[int]]:
