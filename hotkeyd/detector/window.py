@@ -63,6 +63,24 @@ class _Slot:
         return self.scaled / self.raw if self.raw else 1.0
 
 
+Arrays = tuple[Any, list[SketchLike], list[dict], list[float], list[dict], list[int]]
+
+
+def _arrays(slots: list[_Slot], tops: list[dict]) -> Arrays:
+    """``slots`` as ``_tick.evaluate`` takes a lane: window sums function, then per slot its
+    sketch, estimate cache, scale factor, candidate top-k and the sketch's k."""
+    sketches = [s.sketch for s in slots]
+    fn = window_sums if all(type(sk) in _NATIVE for sk in sketches) else window_sums_py
+    return (
+        fn,
+        sketches,
+        [s.est for s in slots],
+        [s.factor for s in slots],
+        tops,
+        [getattr(s.sketch, "k", 1 << 62) for s in slots],
+    )
+
+
 class SubWindowRing:
     """``subwindows + 1`` sketches in a ring.
 
@@ -140,9 +158,7 @@ class SubWindowRing:
                 if s.raw:
                     yield s
 
-    def partial_arrays(
-        self,
-    ) -> tuple[Any, list[SketchLike], list[dict], list[float], list[dict], list[int]] | None:
+    def partial_arrays(self) -> Arrays | None:
         """The open sub-window and the ``N - 1`` closed ones before it, for a crossing check.
 
         That is at most one window of traffic (the open one is partial). Only the open
@@ -160,20 +176,9 @@ class SubWindowRing:
                 s = self._slots[i % (self.n + 1)]
                 if s.raw:
                     slots.append(s)
-        sketches = [s.sketch for s in slots]
-        fn = window_sums if all(type(sk) in _NATIVE for sk in sketches) else window_sums_py
-        return (
-            fn,
-            sketches,
-            [s.est for s in slots],
-            [s.factor for s in slots],
-            [now.top] + [{} for _ in slots[1:]],
-            [getattr(s.sketch, "k", 1 << 62) for s in slots],
-        )
+        return _arrays(slots, [now.top] + [{} for _ in slots[1:]])
 
-    def arrays(
-        self,
-    ) -> tuple[Any, list[SketchLike], list[dict], list[float], list[dict], list[int]]:
+    def arrays(self) -> Arrays:
         """This ring's closed sub-windows as the per-tick work takes them (``_tick.evaluate``).
 
         The window sums function, then per closed sub-window with events: its sketch,
@@ -183,16 +188,7 @@ class SubWindowRing:
         for s in slots:
             if s.top is None:
                 s.top = dict(s.sketch.topk())
-        sketches = [s.sketch for s in slots]
-        fn = window_sums if all(type(sk) in _NATIVE for sk in sketches) else window_sums_py
-        return (
-            fn,
-            sketches,
-            [s.est for s in slots],
-            [s.factor for s in slots],
-            [s.top or {} for s in slots],
-            [getattr(s.sketch, "k", 1 << 62) for s in slots],
-        )
+        return _arrays(slots, [s.top or {} for s in slots])
 
     def sums(self, keys: Iterable[bytes]) -> dict[bytes, float]:
         """Scaled access counts of ``keys`` over the closed sub-windows of the window.
