@@ -67,7 +67,7 @@ WRITE_SHARE = 0.9  # write fraction at or above which a hot key is "write"
 READ_SHARE = 0.1  # write fraction at or below which a hot key is "read"
 _PROCESSING = ""  # name of the shared processing-time lane
 IDLE_TICKS = 1  # an on-time lane without hints follows the wall clock after this many quiet ticks
-CROSSING_EVERY = 0.002  # seconds (monotonic) between two crossing checks of new input
+CROSSING_EVERY = 0.005  # seconds (monotonic) between two crossing checks of new input
 
 
 class _Maker(Protocol):
@@ -552,8 +552,8 @@ class Detector:
         rates, contenders = _tick.evaluate(
             arrays,
             (),
-            rules.min_threshold * self.config.window / len(lanes),
-            True,
+            0.0,
+            False,  # no pruning: only the open sub-window's top-k are candidates at all
             rules.min_threshold,
             1.0 / self.config.window,
             self._cache_cap,
