@@ -64,13 +64,36 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _daemon(build: str | None, rs_url: str, channel: str, rules: Path) -> subprocess.Popen:
+def _publish_p99_ms(port: int) -> float:
+    """p99 (bucket upper bound) of hotkeyd_detector_publish_latency_seconds; nan if absent."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return float("nan")
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith("hotkeyd_detector_publish_latency_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
+    if not buckets or buckets[-1][1] == 0:
+        return float("nan")
+    total = buckets[-1][1]
+    return next(le for le, n in buckets if n >= 0.99 * total) * 1000
+
+
+def _daemon(
+    build: str | None, rs_url: str, channel: str, rules: Path, port: int | None = None
+) -> subprocess.Popen:
     """``hotkeyd run`` reading stdin; ``build``: a checkout (built in place) to run instead."""
     env = dict(os.environ)
     if build:
         env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "hotkeyd", "run", "--redis-url", rs_url, "--channel", channel]
-    cmd += ["--rules", str(rules), "--http-port", str(free_port()), "--log-level", "WARNING"]
+    port = port or free_port()
+    cmd += ["--rules", str(rules), "--http-port", str(port), "--log-level", "WARNING"]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, env=env, cwd=build or None)
 
 
@@ -100,6 +123,7 @@ def bench_latency(
     random_phase: bool = False,
     build: str | None = None,
     seed: int = 1,
+    key_len: int = 0,
 ) -> dict[str, float]:
     """Bursts of fresh keys at 10x threshold through stdin; first line -> hot message.
 
@@ -113,7 +137,10 @@ def bench_latency(
     step = 0.002 if background else 0.01
     if background:
         per_step = max(1, round(background * step))
-        pool = [b"bg:%d" % rng.randrange(bg_keys) for _ in range(min(2_000_000, bg_keys * 2))]
+        pool = [
+            (b"bg:%d:" % rng.randrange(bg_keys)).ljust(key_len, b"x")
+            for _ in range(min(2_000_000, bg_keys * 2))
+        ]
         background_lines = b"\n".join(pool) + b"\n"
         offsets = [0]
         for k in pool:
@@ -145,7 +172,8 @@ def bench_latency(
 
         listener = threading.Thread(target=listen, daemon=True)
         listener.start()
-        proc = _daemon(build, rs.url, channel, rules)
+        port = free_port()
+        proc = _daemon(build, rs.url, channel, rules, port)
         assert proc.stdin is not None
         time.sleep(1.5)
         sent: dict[bytes, float] = {}
@@ -197,12 +225,13 @@ def bench_latency(
             for b in range(bursts):
                 if random_phase:
                     run_for(rng.uniform(0.0, 0.1), None)
-                run_for(burst_ms / 1000, b"burst:%d" % b)
+                run_for(burst_ms / 1000, (b"burst:%d:" % b).ljust(key_len, b"x"))
                 run_for(0.2, None)  # then 200 ms of background only
             took = time.monotonic() - t0
             cpu = (_cpu_seconds(proc.pid) - c0) / took
             bg_rate = written / took
             run_for(1.0, None)
+            publish_p99 = _publish_p99_ms(port)
         finally:
             stop.set()
             proc.terminate()
@@ -219,6 +248,7 @@ def bench_latency(
         "max_ms": max(lat) if lat else float("nan"),
         "cpu": cpu,
         "bg_rate": bg_rate,
+        "publish_p99_ms": publish_p99,
     }
 
 
@@ -303,6 +333,7 @@ def main() -> None:
         help="latency: lines/s of uniform background over --bg-keys keys (e.g. 1000000)",
     )
     ap.add_argument("--bg-keys", type=int, default=1_000_000)
+    ap.add_argument("--key-len", type=int, default=0, help="latency: pad keys to this many bytes")
     ap.add_argument(
         "--random-phase",
         action="store_true",
@@ -325,6 +356,7 @@ def main() -> None:
             else "background 20k/s over 2,000 keys"
         )
         phase = ", random phase" if args.random_phase else ""
+        phase += f", keys of {args.key_len} bytes" if args.key_len else ""
         print(
             "## Detection latency (first event at 10x threshold -> hot message on the Redis "
             f"channel; {shape}{phase})\n"
@@ -342,11 +374,13 @@ def main() -> None:
                 bg_keys=args.bg_keys,
                 random_phase=args.random_phase,
                 build=build,
+                key_len=args.key_len,
             )
             print(
                 f"| {name} | {r['bursts']} | {r['missed']} | {r['p50_ms']:.0f} ms "
                 f"| {r['p90_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['max_ms']:.0f} ms "
-                f"| {r['cpu'] * 100:.1f} % | {r['bg_rate'] / 1e6:.2f} M lines/s |",
+                f"| {r['cpu'] * 100:.1f} % | {r['bg_rate'] / 1e6:.2f} M lines/s "
+                f"| <= {r['publish_p99_ms']:g} ms |",
                 flush=True,
             )
         print()
