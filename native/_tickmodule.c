@@ -287,8 +287,98 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(may_cross_doc,
+             "may_cross(top, factor, tops, ks, factors, need) -> dict\n\n"
+             "The entries of the open sub-window's top-k ``top`` (scale ``factor``) whose count\n"
+             "there plus an upper bound of their count in the closed sub-windows (``tops``,\n"
+             "their sketches' ``ks``, ``factors``) may reach ``need``: the crossing check's\n"
+             "candidates, without an estimate of any key.");
+
+static PyObject *tick_may_cross(PyObject *mod, PyObject *args) {
+    PyObject *top, *otops, *oks, *ofacs, *tops = NULL, *ks = NULL, *facs = NULL, *out = NULL;
+    PyObject *key, *val;
+    double factor, need;
+    tk_slot *slots = NULL;
+    double *lows = NULL;
+    Py_ssize_t ns, i, pos = 0;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "O!dOOOd:may_cross", &PyDict_Type, &top, &factor, &otops, &oks,
+                          &ofacs, &need))
+        return NULL;
+    tops = PySequence_Fast(otops, "tops must be a sequence");
+    ks = tops ? PySequence_Fast(oks, "ks must be a sequence") : NULL;
+    facs = ks ? PySequence_Fast(ofacs, "factors must be a sequence") : NULL;
+    if (!facs)
+        goto done;
+    ns = PySequence_Fast_GET_SIZE(tops);
+    if (PySequence_Fast_GET_SIZE(ks) != ns || PySequence_Fast_GET_SIZE(facs) != ns) {
+        PyErr_SetString(PyExc_ValueError, "tops, ks and factors differ in length");
+        goto done;
+    }
+    slots = (tk_slot *)PyMem_Calloc((size_t)ns + 1, sizeof(*slots));
+    lows = (double *)PyMem_Calloc((size_t)ns + 1, sizeof(double));
+    if (!slots || !lows) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* tk_floor needs each slot's floor: the counts of its top-k, in a scratch array. */
+    for (i = 0; i < ns; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(tops, i), *v;
+        Py_ssize_t p = 0, n = 0;
+        int64_t *counts;
+        if (!PyDict_Check(t)) {
+            PyErr_SetString(PyExc_TypeError, "tops must be dicts");
+            goto done;
+        }
+        counts = (int64_t *)PyMem_Calloc((size_t)PyDict_GET_SIZE(t) + 1, sizeof(int64_t));
+        if (!counts) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        slots[i].counts = counts;
+        while (PyDict_Next(t, &p, &key, &v))
+            counts[n++] = PyLong_AsLongLong(v);
+        slots[i].n = (size_t)n;
+        slots[i].k = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(ks, i));
+        slots[i].factor = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(facs, i));
+        if (PyErr_Occurred())
+            goto done;
+        lows[i] = (double)tk_floor(&slots[i]);
+    }
+    out = PyDict_New();
+    if (!out)
+        goto done;
+    while (PyDict_Next(top, &pos, &key, &val)) {
+        double ub = (double)PyLong_AsLongLong(val) * factor;
+        if (PyErr_Occurred())
+            goto fail;
+        for (i = 0; i < ns && ub < need; i++) {
+            PyObject *c = PyDict_GetItemWithError(PySequence_Fast_GET_ITEM(tops, i), key);
+            if (!c && PyErr_Occurred())
+                goto fail;
+            ub += (c ? (double)PyLong_AsLongLong(c) : lows[i]) * slots[i].factor;
+        }
+        if (ub >= need && PyDict_SetItem(out, key, val) < 0)
+            goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    if (slots)
+        for (i = 0; i < ns; i++)
+            PyMem_Free((void *)slots[i].counts);
+    PyMem_Free(slots);
+    PyMem_Free(lows);
+    Py_XDECREF(tops);
+    Py_XDECREF(ks);
+    Py_XDECREF(facs);
+    return out;
+}
+
 static PyMethodDef tick_methods[] = {
     {"evaluate", tick_evaluate, METH_VARARGS, evaluate_doc},
+    {"may_cross", tick_may_cross, METH_VARARGS, may_cross_doc},
     {NULL, NULL, 0, NULL},
 };
 

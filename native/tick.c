@@ -121,6 +121,8 @@ void tk_reach(const tk_slot *slots, size_t ns, double total, size_t *take) {
     }
 }
 
+int64_t tk_floor(const tk_slot *slot) { return tk_low(slot); }
+
 void tk_add_lane(double *acc, const double *sums, size_t n) {
     size_t i;
     for (i = 0; i < n; i++)

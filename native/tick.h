@@ -43,6 +43,10 @@ typedef struct {
  * least one slot. ``take[i]`` is the length of that prefix of slot i. */
 void tk_reach(const tk_slot *slots, size_t ns, double total, size_t *take);
 
+/* A slot's floor: the smallest count of its top-k when full (n >= k), else 0. A key not
+ * listed counted at most that there. */
+int64_t tk_floor(const tk_slot *slot);
+
 /* Adds one lane's window sums into ``acc`` (zeros add nothing, as the lanes' dicts did). */
 void tk_add_lane(double *acc, const double *sums, size_t n);
 

@@ -15,3 +15,11 @@ def evaluate(
     cap: int,
     keep_all: bool,
 ) -> tuple[dict[bytes, float], list[bytes]]: ...
+def may_cross(
+    top: dict,
+    factor: float,
+    tops: Sequence[dict],
+    ks: Sequence[int],
+    factors: Sequence[float],
+    need: float,
+) -> dict: ...

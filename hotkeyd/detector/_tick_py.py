@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "may_cross"]
 
 Sums = Callable[[Any, Any, Any, Any], list[float]]
 #: One lane: (window_sums, sketches, estimate caches, factors, top-k dicts, sketch k's).
@@ -120,3 +120,33 @@ def evaluate(
         if contender:
             contenders.append(key)
     return rates, contenders
+
+
+def may_cross(
+    top: dict,
+    factor: float,
+    tops: Sequence[dict],
+    ks: Sequence[int],
+    factors: Sequence[float],
+    need: float,
+) -> dict:
+    """The entries of the open sub-window's top-k that may reach ``need`` (C: tk_floor).
+
+    A key's bound is its count in ``top`` times ``factor`` plus, per closed sub-window,
+    its count in that top-k or, when not listed, the top-k's floor (0 when not full),
+    times that factor: no estimate is made, so the crossing check stays cheap.
+    """
+    if not len(tops) == len(ks) == len(factors):
+        raise ValueError("tops, ks and factors differ in length")
+    lows = [_low(t, k) for t, k in zip(tops, ks, strict=True)]
+    out = {}
+    for key, count in top.items():
+        ub = count * factor
+        for t, low, f in zip(tops, lows, factors, strict=True):
+            if ub >= need:
+                break
+            c = t.get(key)
+            ub += (c if c is not None else low) * f
+        if ub >= need:
+            out[key] = count
+    return out

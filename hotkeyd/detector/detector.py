@@ -545,10 +545,22 @@ class Detector:
             lane.lag(wall) > self.config.window for lane in lanes
         ):
             return None
-        arrays = [a for a in (lane.ring.partial_arrays() for lane in lanes) if a is not None]
+        rules = self._rules
+        # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
+        need = rules.min_threshold * self.config.window / len(lanes)
+        arrays = []
+        for lane in lanes:
+            a = lane.ring.partial_arrays()
+            if a is None:
+                continue
+            fn, sketches, caches, factors, tops, ks = a
+            # Candidates: the open sub-window's top-k whose count there plus their top-k
+            # bound in the closed ones may reach ``need`` (no estimates: this runs often).
+            top = _tick.may_cross(tops[0], factors[0], tops[1:], ks[1:], factors[1:], need)
+            if top:
+                arrays.append((fn, sketches, caches, factors, [top] + [{}] * (len(tops) - 1), ks))
         if not arrays:
             return None
-        rules = self._rules
         rates, contenders = _tick.evaluate(
             arrays,
             (),

@@ -161,22 +161,23 @@ class SubWindowRing:
     def partial_arrays(self) -> Arrays | None:
         """The open sub-window and the ``N - 1`` closed ones before it, for a crossing check.
 
-        That is at most one window of traffic (the open one is partial). Only the open
-        sub-window's top-k are candidates (the closed ones were rated at their close); None
-        when nothing went into the open one yet.
+        That is at most one window of traffic (the open one is partial), each with its
+        top-k (the closed ones' bound a key's count there; the open one's are the
+        candidates). None when nothing went into the open one yet.
         """
         now = self._slots[self.cur % (self.n + 1)]
         if not now.raw:
             return None
-        if now.top is None:
-            now.top = dict(now.sketch.topk())
         slots = [now]
         for i in range(self.cur - self.n + 1, self.cur):
             if i >= 0:
                 s = self._slots[i % (self.n + 1)]
                 if s.raw:
                     slots.append(s)
-        return _arrays(slots, [now.top] + [{} for _ in slots[1:]])
+        for s in slots:
+            if s.top is None:
+                s.top = dict(s.sketch.topk())
+        return _arrays(slots, [s.top or {} for s in slots])
 
     def arrays(self) -> Arrays:
         """This ring's closed sub-windows as the per-tick work takes them (``_tick.evaluate``).

@@ -159,3 +159,25 @@ def test_the_detector_makes_the_same_transitions_with_either(
     want = _run(monkeypatch, _tick_py, 3, rate_all)
     assert any(step for step in want[::2])  # the bursts turned hot and cooled
     assert _run(monkeypatch, native, 3, rate_all) == want
+
+
+def test_may_cross_bounds_by_the_closed_top_k(impl: Any) -> None:
+    # Closed sub-windows: one full top-2 (floor 5), one listing b; factors 1 and 2.
+    tops = [{b"x": 9, b"y": 5}, {b"b": 40}]
+    open_top = {b"a": 60, b"b": 10, b"c": 80}
+    got = impl.may_cross(open_top, 1.0, tops, [2, 3], [1.0, 2.0], 70.0)
+    # a: 60 + 5 (floor) + 0 (not full) = 65; b: 10 + 5 + 80 = 95; c: 80 alone.
+    assert got == {b"b": 10, b"c": 80}
+    with pytest.raises(ValueError):
+        impl.may_cross(open_top, 1.0, tops, [2], [1.0, 2.0], 70.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_may_cross_c_and_twin_agree(seed: int) -> None:
+    native = _native() if not PURE else pytest.skip("needs the C core")
+    rng = random.Random(seed)
+    lane = _lane(rng, rng.randint(1, 10), rng.choice([50, 2000]))
+    _, _, _, factors, tops, ks = lane
+    need = rng.choice([10.0, 100.0, 1000.0])
+    args = (tops[0], factors[0], tops[1:], ks[1:], factors[1:], need)
+    assert list(native.may_cross(*args).items()) == list(_tick_py.may_cross(*args).items())
