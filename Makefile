@@ -205,6 +205,7 @@ test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23); outpu
 asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus on the ASan/UBSan build (~2 min)
 	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
 	  tests/sketch tests/monitor/test_parser.py tests/faults/test_monitor_lines.py tests/fuzz \
+	  tests/detector/test_tick.py \
 	  --deselect tests/sketch/test_leak.py
 
 fuzz-ci:            ## a short bounded fuzz run of each parser (~8 s each), as CI runs it
