@@ -106,7 +106,7 @@ if os.path.exists(os.path.join("native", "_tickmodule.c")):
     ext_modules.append(
         Extension(
             "hotkeyd.detector._tick",
-            sources=_sources("murmur3.c", "tick.c", "_tickmodule.c"),
+            sources=_sources("tick.c", "_tickmodule.c"),
             include_dirs=["native"],
             extra_compile_args=CFLAGS,
         )

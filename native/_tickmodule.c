@@ -43,7 +43,11 @@ static int add_key(tk_set *s, cands *c, PyObject *key, int hot) {
         PyErr_Format(PyExc_TypeError, "keys must be bytes, not %.100s", Py_TYPE(key)->tp_name);
         return -1;
     }
-    i = tk_set_add(s, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key), &added);
+    Py_hash_t h = PyObject_Hash(key); /* cached in the bytes object: no rehash of long keys */
+    if (h == -1)
+        return -1;
+    i = tk_set_add(s, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key),
+                   (uint32_t)((uint64_t)h ^ ((uint64_t)h >> 32)), &added);
     if (i < 0 || cands_room(c, (size_t)i + 1)) {
         PyErr_NoMemory();
         return -1;

@@ -4,10 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "murmur3.h"
-
-#define TK_SEED 0x7469636bu /* "tick" */
-
 static int tk_grow_table(tk_set *s, size_t size) {
     uint32_t *t = (uint32_t *)calloc(size, sizeof(uint32_t));
     size_t i;
@@ -64,8 +60,7 @@ void tk_set_free(tk_set *s) {
     memset(s, 0, sizeof(*s));
 }
 
-ptrdiff_t tk_set_add(tk_set *s, const char *p, size_t len, int *added) {
-    uint32_t h = hk_murmur3_32(p, len, TK_SEED);
+ptrdiff_t tk_set_add(tk_set *s, const char *p, size_t len, uint32_t h, int *added) {
     size_t b = h & s->mask;
     *added = 0;
     while (s->table[b]) {

@@ -24,9 +24,10 @@ typedef struct {
 
 int tk_set_init(tk_set *s, size_t expect);
 void tk_set_free(tk_set *s);
-/* Index of key ``p[0..len)`` in the set, adding it if new (``*added`` = 1); -1 when out
- * of memory. */
-ptrdiff_t tk_set_add(tk_set *s, const char *p, size_t len, int *added);
+/* Index of key ``p[0..len)`` (hash ``h``, any well-mixed hash of its bytes: the binding
+ * passes the one Python caches in each bytes object) in the set, adding it if new
+ * (``*added`` = 1); -1 when out of memory. */
+ptrdiff_t tk_set_add(tk_set *s, const char *p, size_t len, uint32_t h, int *added);
 
 /* One closed sub-window's top-k: counts as the sketch listed them (count-descending), the
  * sketch's k (a top-k shorter than k is not full) and the sub-window's scale factor. */
