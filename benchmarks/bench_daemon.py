@@ -362,9 +362,10 @@ def main() -> None:
             f"channel; {shape}{phase})\n"
         )
         print(
-            "| build | bursts | missed | p50 | p90 | p99 | max | daemon CPU | background written |"
+            "| build | bursts | missed | p50 | p90 | p99 | max | daemon CPU "
+            "| background written | close-to-publish p99 |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for name, build in builds:
             r = bench_latency(
                 args.bursts,
