@@ -62,14 +62,15 @@ kafka-jars: java-deps   ## Apache Kafka (KRaft broker) jars for tests/kafka_apac
 	  mvn -q -B -f ops/apache-kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
 
 test: servers java-deps install-dev kafka-jars   ## everything CI runs: native build required, lint, the suite, the pure twins, the Java, Go and Node clients
-	$(PY) -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor, hotkeyd.replay._trace, hotkeyd.sources._demand"   # fails loudly if the C core did not build
+	$(PY) -c "import hotkeyd.sketch._sketch, hotkeyd.sources.monitor._monitor, hotkeyd.replay._trace, hotkeyd.sources._demand, hotkeyd.detector._tick"   # fails loudly if the C core did not build
 	@echo "== $$(date -u +%T) lint"
 	$(MAKE) lint
 	@echo "== $$(date -u +%T) pytest"
 	$(PY) -m pytest --durations=25
 	@echo "== $$(date -u +%T) pytest (pure-Python twins)"
 	HOTKEYD_PURE_PYTHON=1 $(PY) -m pytest tests/sketch tests/monitor/test_parser.py tests/monitor/test_keys.py tests/monitor/test_source.py tests/replay \
-	  tests/sources/test_demand_intake.py tests/sources/test_demand_defences.py
+	  tests/sources/test_demand_intake.py tests/sources/test_demand_defences.py \
+	  tests/detector/test_tick.py
 	@echo "== $$(date -u +%T) java"
 	$(MAKE) test-java
 	@echo "== $$(date -u +%T) go"
@@ -146,7 +147,8 @@ dist-java: java-deps  ## the Java client's jar, sources and javadoc jars and POM
 CLANG_FORMATTED := native/_monitormodule.c native/_sketchmodule.c native/_tracemodule.c \
 	native/sketch.c native/sketch.h native/keyhash.c native/keyhash.h native/lines.c native/lines.h \
 	native/murmur3.c native/murmur3.h native/trace_parse.c native/trace_parse.h \
-	native/demand_parse.c native/demand_parse.h native/_demandmodule.c
+	native/demand_parse.c native/demand_parse.h native/_demandmodule.c \
+	native/tick.c native/tick.h native/_tickmodule.c
 
 lint: $(PY)
 	$(BIN)/ruff check hotkeyd tests benchmarks examples scripts
@@ -206,6 +208,7 @@ test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23); outpu
 asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus on the ASan/UBSan build (~2 min)
 	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
 	  tests/sketch tests/monitor/test_parser.py tests/faults/test_monitor_lines.py tests/fuzz \
+	  tests/detector/test_tick.py \
 	  --deselect tests/sketch/test_leak.py
 
 fuzz-ci:            ## a short bounded fuzz run of each parser (~8 s each), as CI runs it

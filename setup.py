@@ -111,6 +111,16 @@ if os.path.exists(os.path.join("native", "_demandmodule.c")):
         )
     )
 
+if os.path.exists(os.path.join("native", "_tickmodule.c")):
+    ext_modules.append(
+        Extension(
+            "hotkeyd.detector._tick",
+            sources=_sources("tick.c", "_tickmodule.c"),
+            include_dirs=["native"],
+            extra_compile_args=CFLAGS,
+        )
+    )
+
 setup(
     ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithSpec}
 )

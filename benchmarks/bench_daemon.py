@@ -2,6 +2,9 @@
 
     python benchmarks/bench_daemon.py                 # all three, defaults below
     python benchmarks/bench_daemon.py --only latency --bursts 100
+    python benchmarks/bench_daemon.py --only latency --background 1000000 --random-phase \\
+        --baseline ../main      # 1M keys/s of uniform background, beside main's build
+    python benchmarks/bench_daemon.py --only idle --baseline ../main
     python benchmarks/bench_daemon.py --only throughput --events 10000000 --repeats 3
     python benchmarks/bench_daemon.py --only false-alarms --seconds 60
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -54,15 +58,107 @@ def pct(values: list[float], q: float) -> float:
 
 
 # --------------------------------------------------------------------------- latency
-def bench_latency(bursts: int, threshold: float, burst_ms: float) -> dict[str, float]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _publish_p99_ms(port: int) -> float:
+    """p99 (bucket upper bound) of hotkeyd_detector_publish_latency_seconds; nan if absent."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return float("nan")
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith("hotkeyd_detector_publish_latency_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
+    if not buckets or buckets[-1][1] == 0:
+        return float("nan")
+    total = buckets[-1][1]
+    return next(le for le, n in buckets if n >= 0.99 * total) * 1000
+
+
+def _daemon(
+    build: str | None, rs_url: str, channel: str, rules: Path, port: int | None = None
+) -> subprocess.Popen:
+    """``hotkeyd run`` reading stdin; ``build``: a checkout (built in place) to run instead."""
+    env = dict(os.environ)
+    if build:
+        env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "hotkeyd", "run", "--redis-url", rs_url, "--channel", channel]
+    port = port or free_port()
+    cmd += ["--rules", str(rules), "--http-port", str(port), "--log-level", "WARNING"]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, env=env, cwd=build or None)
+
+
+def bench_idle(build: str | None, seconds: float) -> float:
+    """Share of one core a daemon with no input uses (stdin open, nothing written)."""
+    rules = Path(tempfile.mkdtemp()) / "rules.toml"
+    rules.write_text("[default]\nthreshold = 1000\nttl = 1.0\ncooldown = 0.5\n")
+    with RedisServer() as rs:
+        proc = _daemon(build, rs.url, "bench:idle", rules)
+        try:
+            time.sleep(2.0)  # start-up
+            c0, t0 = _cpu_seconds(proc.pid), time.monotonic()
+            time.sleep(seconds)
+            return (_cpu_seconds(proc.pid) - c0) / (time.monotonic() - t0)
+        finally:
+            proc.terminate()
+            proc.wait(20)
+
+
+def bench_latency(
+    bursts: int,
+    threshold: float,
+    burst_ms: float,
+    *,
+    background: float = 0.0,
+    bg_keys: int = 1_000_000,
+    random_phase: bool = False,
+    build: str | None = None,
+    seed: int = 1,
+    key_len: int = 0,
+) -> dict[str, float]:
+    """Bursts of fresh keys at 10x threshold through stdin; first line -> hot message.
+
+    ``background``: lines/s of uniform traffic over ``bg_keys`` keys all along (0: the old
+    20k/s over 2,000 keys). ``random_phase``: each burst starts at a uniformly random
+    point of the 100 ms tick (the writer waits a random 0-100 ms before it).
+    """
     rules = Path(tempfile.mkdtemp()) / "rules.toml"
     rules.write_text(f"[default]\nthreshold = {threshold}\nttl = 1.0\ncooldown = 0.5\n")
+    rng = random.Random(seed)
+    step = 0.002 if background else 0.01
+    if background:
+        per_step = max(1, round(background * step))
+        pool = [
+            (b"bg:%d:" % rng.randrange(bg_keys)).ljust(key_len, b"x")
+            for _ in range(min(2_000_000, bg_keys * 2))
+        ]
+        background_lines = b"\n".join(pool) + b"\n"
+        offsets = [0]
+        for k in pool:
+            offsets.append(offsets[-1] + len(k) + 1)
+    else:
+        per_step = 200
+        pool = [b"bg:%d" % i for i in range(2000)]  # 20k/s spread: 10/s per key
+        background_lines = b"\n".join(pool) + b"\n"
+        offsets = [0]
+        for k in pool:
+            offsets.append(offsets[-1] + len(k) + 1)
     with RedisServer() as rs:
         channel = "bench:events"
         r = redis.Redis.from_url(rs.url)
         ps = r.pubsub(ignore_subscribe_messages=True)
         ps.subscribe(channel)
         received: dict[bytes, float] = {}
+        stop = threading.Event()
 
         def listen() -> None:
             while len(received) < bursts:
@@ -74,52 +170,68 @@ def bench_latency(bursts: int, threshold: float, burst_ms: float) -> dict[str, f
                 elif stop.is_set():
                     return
 
-        stop = threading.Event()
         listener = threading.Thread(target=listen, daemon=True)
         listener.start()
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hotkeyd",
-                "run",
-                "--redis-url",
-                rs.url,
-                "--channel",
-                channel,
-                "--rules",
-                str(rules),
-                "--http-port",
-                str(free_port()),
-                "--log-level",
-                "WARNING",
-            ],
-            stdin=subprocess.PIPE,
-        )
+        port = free_port()
+        proc = _daemon(build, rs.url, channel, rules, port)
         assert proc.stdin is not None
-        time.sleep(1.0)
-        background = [b"bg:%d" % i for i in range(2000)]  # 20k/s spread: 10/s per key
-        step = 0.01
+        time.sleep(1.5)
         sent: dict[bytes, float] = {}
-        burst_lines = int(threshold * 10 * step)
-        per_burst_steps = int(burst_ms / 1000 / step)
-        bg_i = 0
+        burst_rate = threshold * 10
+        pos = written = 0
+        npool = len(pool)
+
+        def bg_chunk(n: int) -> bytes:
+            nonlocal pos, written
+            written += n
+            end = pos + n
+            if end <= npool:
+                out = background_lines[offsets[pos] : offsets[end]]
+            else:
+                out = background_lines[offsets[pos] :] + background_lines[: offsets[end - npool]]
+            pos = end % npool
+            return out
+
+        def run_for(seconds: float, key: bytes | None) -> None:
+            """Write background (and ``key`` at 10x threshold) for ``seconds``, paced."""
+            start = time.monotonic()
+            done_bg = done_key = 0
+            while True:
+                now = time.monotonic()
+                el = now - start
+                if el >= seconds:
+                    return
+                want_bg = (
+                    round((el + step) * background)
+                    if background
+                    else round((el + step) / step * per_step)
+                )
+                lines = bg_chunk(max(0, want_bg - done_bg))
+                done_bg = max(done_bg, want_bg)
+                if key is not None:
+                    want_key = max(1, round((el + step) * burst_rate))
+                    lines += (key + b"\n") * (want_key - done_key)
+                    if done_key == 0:
+                        sent[key] = time.monotonic()
+                    done_key = want_key
+                proc.stdin.write(lines)
+                proc.stdin.flush()
+                time.sleep(max(0.0, step - (time.monotonic() - now)))
+
+        c0 = _cpu_seconds(proc.pid)
+        t0 = time.monotonic()
         try:
+            run_for(1.0, None)
             for b in range(bursts):
-                key = b"burst:%d" % b
-                for s in range(per_burst_steps + 20):  # burst, then 200 ms of background only
-                    t0 = time.monotonic()
-                    chunk = background[bg_i : bg_i + 200]
-                    bg_i = (bg_i + 200) % len(background)
-                    lines = b"\n".join(chunk) + b"\n"
-                    if s < per_burst_steps:
-                        lines += (key + b"\n") * burst_lines
-                        if s == 0:
-                            sent[key] = time.monotonic()
-                    proc.stdin.write(lines)
-                    proc.stdin.flush()
-                    time.sleep(max(0.0, step - (time.monotonic() - t0)))
-            time.sleep(1.0)
+                if random_phase:
+                    run_for(rng.uniform(0.0, 0.1), None)
+                run_for(burst_ms / 1000, (b"burst:%d:" % b).ljust(key_len, b"x"))
+                run_for(0.2, None)  # then 200 ms of background only
+            took = time.monotonic() - t0
+            cpu = (_cpu_seconds(proc.pid) - c0) / took
+            bg_rate = written / took
+            run_for(1.0, None)
+            publish_p99 = _publish_p99_ms(port)
         finally:
             stop.set()
             proc.terminate()
@@ -130,9 +242,13 @@ def bench_latency(bursts: int, threshold: float, burst_ms: float) -> dict[str, f
     return {
         "bursts": len(sent),
         "missed": missed,
-        "p50_ms": pct(lat, 50),
-        "p99_ms": pct(lat, 99),
-        "max_ms": max(lat),
+        "p50_ms": pct(lat, 50) if lat else float("nan"),
+        "p90_ms": pct(lat, 90) if lat else float("nan"),
+        "p99_ms": pct(lat, 99) if lat else float("nan"),
+        "max_ms": max(lat) if lat else float("nan"),
+        "cpu": cpu,
+        "bg_rate": bg_rate,
+        "publish_p99_ms": publish_p99,
     }
 
 
@@ -201,7 +317,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--only", choices=["latency", "throughput", "false-alarms"])
+    ap.add_argument("--only", choices=["latency", "idle", "throughput", "false-alarms"])
     ap.add_argument("--bursts", type=int, default=100)
     ap.add_argument("--threshold", type=float, default=1000.0)
     ap.add_argument("--burst-ms", type=float, default=300.0)
@@ -210,18 +326,73 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=1.0)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--rate", type=float, default=100_000.0)
+    ap.add_argument(
+        "--background",
+        type=float,
+        default=0.0,
+        help="latency: lines/s of uniform background over --bg-keys keys (e.g. 1000000)",
+    )
+    ap.add_argument("--bg-keys", type=int, default=1_000_000)
+    ap.add_argument("--key-len", type=int, default=0, help="latency: pad keys to this many bytes")
+    ap.add_argument(
+        "--random-phase",
+        action="store_true",
+        help="latency: each burst starts at a uniformly random phase of the 100 ms tick",
+    )
+    ap.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="latency/idle: also run the daemon of this checkout (built in place, e.g. a "
+        "worktree of main), interleaved, and print both side by side",
+    )
+    ap.add_argument("--idle-seconds", type=float, default=10.0)
     args = ap.parse_args()
     print(f"# hotkeyd daemon benchmarks (sketch: {IMPLEMENTATION}, cpus: {os.cpu_count()})\n")
+    builds = [("this build", None)] + ([("baseline", args.baseline)] if args.baseline else [])
     if args.only in (None, "latency"):
-        r = bench_latency(args.bursts, args.threshold, args.burst_ms)
-        print(
-            "## Detection latency (first event at 10x threshold -> hot message on the Redis channel)\n"
+        shape = (
+            f"background {args.background:,.0f}/s uniform over {args.bg_keys:,} keys"
+            if args.background
+            else "background 20k/s over 2,000 keys"
         )
-        print("| bursts | missed | p50 | p99 | max | target |")
-        print("|---|---|---|---|---|---|")
+        phase = ", random phase" if args.random_phase else ""
+        phase += f", keys of {args.key_len} bytes" if args.key_len else ""
         print(
-            f"| {r['bursts']} | {r['missed']} | {r['p50_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['max_ms']:.0f} ms | p99 <= 250 ms |\n"
+            "## Detection latency (first event at 10x threshold -> hot message on the Redis "
+            f"channel; {shape}{phase})\n"
         )
+        print(
+            "| build | bursts | missed | p50 | p90 | p99 | max | daemon CPU "
+            "| background written | close-to-publish p99 |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for name, build in builds:
+            r = bench_latency(
+                args.bursts,
+                args.threshold,
+                args.burst_ms,
+                background=args.background,
+                bg_keys=args.bg_keys,
+                random_phase=args.random_phase,
+                build=build,
+                key_len=args.key_len,
+            )
+            print(
+                f"| {name} | {r['bursts']} | {r['missed']} | {r['p50_ms']:.0f} ms "
+                f"| {r['p90_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['max_ms']:.0f} ms "
+                f"| {r['cpu'] * 100:.1f} % | {r['bg_rate'] / 1e6:.2f} M lines/s "
+                f"| <= {r['publish_p99_ms']:g} ms |",
+                flush=True,
+            )
+        print()
+    if args.only in (None, "idle"):
+        print(f"## Idle daemon (no input, {args.idle_seconds:g} s)\n")
+        print("| build | CPU (share of one core) | target |")
+        print("|---|---|---|")
+        for name, build in builds:
+            cpu = bench_idle(build, args.idle_seconds)
+            print(f"| {name} | {cpu * 100:.2f} % | < 1 % |", flush=True)
+        print()
     if args.only in (None, "throughput"):
         r = bench_throughput(args.events, args.repeats, args.alpha)
         print(

@@ -44,8 +44,22 @@ from hotkeyd.replay.trace import IMPLEMENTATION, TraceStats, read_trace, split_t
 T0 = 1_764_470_000.0
 
 
-def write_trace(path: str, events: int, span: float, universe: int) -> None:
-    keys = zipf_keys(min(events, 1_000_000), universe, alpha=1.0, seed=1)
+def pad(keys: list[bytes], key_len: int | None) -> list[bytes]:
+    """Keys padded (or cut) to ``key_len`` bytes, each still distinct (None: as they are)."""
+    if key_len is None:
+        return keys
+    return [(k + b":" + b"x" * key_len)[:key_len] if len(k) < key_len else k for k in keys]
+
+
+def write_trace(
+    path: str,
+    events: int,
+    span: float,
+    universe: int,
+    alpha: float = 1.0,
+    key_len: int | None = None,
+) -> None:
+    keys = pad(zipf_keys(min(events, 1_000_000), universe, alpha=alpha, seed=1), key_len)
     step = span / events
     with open(path, "wb") as f:
         chunk: list[bytes] = []
@@ -63,10 +77,12 @@ REALISTIC_RATE = 10_000.0  # events/s of the realistic shape
 REALISTIC_THRESHOLD = 1000.0  # accesses/s; the near keys sit around it
 
 
-def write_realistic(path: str, events: int, universe: int) -> None:
+def write_realistic(
+    path: str, events: int, universe: int, alpha: float = 1.0, key_len: int | None = None
+) -> None:
     """ms timestamps, ~10k events/s, jitter up to 20 ms back, keys near the threshold."""
     rng = np.random.default_rng(7)
-    keys = zipf_keys(min(events, 1_000_000), universe, alpha=1.0, seed=2)
+    keys = pad(zipf_keys(min(events, 1_000_000), universe, alpha=alpha, seed=2), key_len)
     span = events / REALISTIC_RATE
     t0_ms = int(T0 * 1000)
     ms = np.floor(np.arange(events) / REALISTIC_RATE * 1000 - rng.uniform(0, 20, events))
@@ -96,7 +112,15 @@ def write_realistic(path: str, events: int, universe: int) -> None:
         f.write(b"".join(chunk))
 
 
-def run_shape(shape: str, events: int, span: float, universe: int, repeats: int) -> dict:
+def run_shape(
+    shape: str,
+    events: int,
+    span: float,
+    universe: int,
+    repeats: int,
+    alpha: float = 1.0,
+    key_len: int | None = None,
+) -> dict:
     # dense: hot:1 is 20%, the top Zipf key ~8%
     threshold = 0.15 * events / span if shape == "dense" else REALISTIC_THRESHOLD
     rules = parse_rules(f"[default]\nthreshold = {threshold:g}\nttl = 2\ncooldown = 1\n")
@@ -104,9 +128,9 @@ def run_shape(shape: str, events: int, span: float, universe: int, repeats: int)
     os.close(fd)
     try:
         if shape == "dense":
-            write_trace(path, events, span, universe)
+            write_trace(path, events, span, universe, alpha, key_len)
         else:
-            write_realistic(path, events, universe)
+            write_realistic(path, events, universe, alpha, key_len)
         size = os.path.getsize(path)
         parse, whole, cpu = [], [], []
         found = None
@@ -136,6 +160,8 @@ def run_shape(shape: str, events: int, span: float, universe: int, repeats: int)
         os.unlink(path)
     return {
         "shape": shape,
+        "alpha": alpha,
+        "key_len": key_len,
         "implementation": IMPLEMENTATION,
         "events": events,
         "late": res.late,
@@ -158,6 +184,8 @@ def main() -> None:
     ap.add_argument("--shape", choices=["dense", "realistic", "both"], default="both")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--alpha", type=float, default=1.0, help="Zipf skew of the background")
+    ap.add_argument("--key-len", type=int, help="pad background keys to this many bytes")
     args = ap.parse_args()
     if args.quick:
         args.events, args.repeats = 1_000_000, 2
@@ -165,9 +193,13 @@ def main() -> None:
     outs = []
     for shape in shapes:
         if shape == "dense":
-            out = run_shape(shape, args.events, args.span, args.keys, args.repeats)
+            out = run_shape(
+                shape, args.events, args.span, args.keys, args.repeats, args.alpha, args.key_len
+            )
         else:
-            out = run_shape(shape, args.realistic_events, 0.0, args.keys, args.repeats)
+            out = run_shape(
+                shape, args.realistic_events, 0.0, args.keys, args.repeats, args.alpha, args.key_len
+            )
         outs.append(out)
         if args.json:
             print(json.dumps(out))

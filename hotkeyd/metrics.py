@@ -187,6 +187,13 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.publish_latency = Histogram(
+            "hotkeyd_detector_publish_latency_seconds",
+            "From a sub-window's due close (or the crossing check that found a key hot "
+            "between closes) to the hot notification being handed to the publisher.",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
+            registry=r,
+        )
         # --- publishing
         self.notifications = Counter(
             "hotkeyd_publish_notifications_total",

@@ -21,7 +21,12 @@ PLAIN = sorted(p for p in NATIVE.glob("*.[ch]") if p not in BINDINGS)
 
 
 def test_the_layout_is_found() -> None:
-    assert {p.name for p in BINDINGS} >= {"_sketchmodule.c", "_monitormodule.c", "_tracemodule.c"}
+    assert {p.name for p in BINDINGS} >= {
+        "_sketchmodule.c",
+        "_monitormodule.c",
+        "_tracemodule.c",
+        "_tickmodule.c",
+    }
     assert (NATIVE / "trace_parse.c") in PLAIN
 
 

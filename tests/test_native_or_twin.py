@@ -11,7 +11,12 @@ import pytest
 
 from hotkeyd import native_or_twin
 
-USERS = ["hotkeyd.sketch", "hotkeyd.sources.monitor.parser", "hotkeyd.replay.trace"]
+USERS = [
+    "hotkeyd.sketch",
+    "hotkeyd.sources.monitor.parser",
+    "hotkeyd.replay.trace",
+    "hotkeyd.detector.detector",
+]
 _PRINT = "import importlib; print(*(importlib.import_module(m).IMPLEMENTATION for m in %r))"
 
 
@@ -28,14 +33,14 @@ def _implementations(pure: str | None) -> list[str]:
 
 def test_every_extension_answers_native_when_built() -> None:
     got = _implementations(None)
-    if got != ["native"] * 3 and not os.environ.get("CI"):
+    if got != ["native"] * len(USERS) and not os.environ.get("CI"):
         pytest.skip(f"not every C extension is built here: {got}")
-    assert got == ["native"] * 3
+    assert got == ["native"] * len(USERS)
 
 
 @pytest.mark.parametrize("pure", ["1", "yes"])
 def test_the_environment_forces_every_twin(pure: str) -> None:
-    assert _implementations(pure) == ["python"] * 3
+    assert _implementations(pure) == ["python"] * len(USERS)
 
 
 def test_zero_does_not_force_the_twin() -> None:

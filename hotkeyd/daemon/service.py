@@ -333,6 +333,8 @@ class Service:
                 self._ingest_demand()
                 if self.detector.due() <= 0:
                     self._tick()
+                else:
+                    self._crossing()
                 if not got and self.sources and all(s.exhausted for s in self.sources):
                     break  # finite input is over
             self._final_tick()
@@ -390,6 +392,21 @@ class Service:
             if not items or self.detector.due() <= 0:
                 return
 
+    def _crossing(self) -> None:
+        """Announce keys that crossed their threshold since the last close, in this pass."""
+        checked = self.clock.monotonic()
+        window_opened = checked + self.detector.due() - self.settings.tick
+        res = self.detector.crossing()
+        if res is None:
+            return
+        if self.history is not None and res.transitions:
+            self.history.record(res.transitions, max(0, round((res.ts - res.as_of) * 1000)))
+        self.publisher.publish(list(res.hot), [], [])
+        handed = self.clock.monotonic()
+        for _ in res.hot:
+            self.metrics.detection_latency.observe(max(0.0, handed - window_opened))
+            self.metrics.publish_latency.observe(max(0.0, handed - checked))
+
     def _tick(self) -> None:
         due_at = self.clock.monotonic()
         late = max(0.0, -self.detector.due())
@@ -405,6 +422,7 @@ class Service:
             handed = self.clock.monotonic()
             for _ in res.hot:
                 self.metrics.detection_latency.observe(max(0.0, handed - window_opened))
+                self.metrics.publish_latency.observe(max(0.0, handed - (due_at - late)))
         hot = self.detector.hot()
         now = self.clock.time()
         self.metrics.longest_hot.set(max((now - h.since for h in hot if h.since), default=0.0))

@@ -30,8 +30,10 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Protocol
 
+from hotkeyd import native_or_twin
 from hotkeyd.batch import Batch
 from hotkeyd.clock import Clock
 from hotkeyd.detector.config import (
@@ -58,10 +60,14 @@ __all__ = ["Detector"]
 
 logger = logging.getLogger(__name__)
 
+#: The per-tick work: the C core (native/tick.c) or its pure-Python twin, chosen once.
+_tick, IMPLEMENTATION = native_or_twin("hotkeyd.detector._tick", "hotkeyd.detector._tick_py")
+
 WRITE_SHARE = 0.9  # write fraction at or above which a hot key is "write"
 READ_SHARE = 0.1  # write fraction at or below which a hot key is "read"
 _PROCESSING = ""  # name of the shared processing-time lane
 IDLE_TICKS = 1  # an on-time lane without hints follows the wall clock after this many quiet ticks
+CROSSING_EVERY = 0.005  # seconds (monotonic) between two crossing checks of new input
 
 
 class _Maker(Protocol):
@@ -167,6 +173,8 @@ class Detector:
         self._last: dict[bytes, float] = {}  # ident -> rate at the last evaluation
         self._intake = Intake(config.max_key_len, self._log)
         self._prune = not rate_all
+        self._fresh = False  # input since the last crossing check
+        self._crossing_at = -math.inf
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -279,6 +287,7 @@ class Detector:
         """
         source = batch.source or "unknown"
         name = lane if lane is not None else source
+        self._fresh = True
         ts = batch.ts
         if ts is not None and (
             isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)
@@ -505,6 +514,79 @@ class Detector:
             return TickResult(ts=wall, closed=closed, as_of=self._as_of)
         return self._flush(wall, closed)
 
+    def crossing(self) -> TickResult | None:
+        """Announce the keys that crossed their threshold since the last evaluation.
+
+        A burst at 10x its threshold reaches it 100 ms into a 1 s window; evaluated only at
+        sub-window close it would be seen up to one tick later. So between closes the
+        service calls this after ingest: a key whose count over at most the last window
+        (the open, partial sub-window plus the ``N - 1`` closed ones before it, summed over
+        the lanes) reaches its rule's threshold turns hot now (one C call on the open
+        sub-windows' top-k). Only cold -> hot happens here; cooling, hysteresis,
+        cool-downs and evictions at the cap stay at the close. Skipped (None) without new
+        input, within ``CROSSING_EVERY`` of the last check, or while a source is more than
+        a window behind (its "now" is not now).
+        """
+        if not self._fresh or not self._lanes:
+            return None
+        mono = self._clock.monotonic()
+        if mono - self._crossing_at < CROSSING_EVERY:
+            return None
+        self._crossing_at = mono
+        self._fresh = False
+        wall = self._clock.time()
+        lanes = list(self._lanes.values())
+        if len(self._hot) >= self.config.max_hot or any(
+            lane.lag(wall) > self.config.window for lane in lanes
+        ):
+            return None
+        rules = self._rules
+        # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
+        need = rules.min_threshold * self.config.window / len(lanes)
+        arrays = []
+        for lane in lanes:
+            a = lane.ring.partial_arrays()
+            if a is None:
+                continue
+            fn, sketches, caches, factors, tops, ks = a
+            # Candidates: the open sub-window's top-k whose count there plus their top-k
+            # bound in the closed ones may reach ``need`` (no estimates: this runs often).
+            top = _tick.may_cross(tops[0], factors[0], tops[1:], ks[1:], factors[1:], need)
+            if top:
+                arrays.append((fn, sketches, caches, factors, [top] + [{}] * (len(tops) - 1), ks))
+        if not arrays:
+            return None
+        rates, contenders = _tick.evaluate(
+            arrays,
+            (),
+            0.0,
+            False,  # no pruning: only the open sub-window's top-k are candidates at all
+            rules.min_threshold,
+            1.0 / self.config.window,
+            self._cache_cap,
+            False,
+        )
+        contenders = [ident for ident in contenders if ident not in self._hot]
+        if not contenders:
+            return None
+        at = max(wall, self._eval_now) if all(not lane.event for lane in lanes) else self._eval_now
+        new = self._hot.admit(rates, contenders, self._rule_of(rules), self._eval_now, at)
+        if not new:
+            return None
+        # The counts are as of now for on-time lanes (event ones: their watermark).
+        as_of = min(min(lane.watermark, wall) if lane.event else wall for lane in lanes)
+        lag_ms = max(0, round((wall - as_of) * 1000))
+        m = self._metrics
+        if m is not None:
+            m.hot_keys.set(len(self._hot))
+            m.transitions.labels(kind="hot").inc(len(new))
+        return TickResult(
+            hot=[replace(self._entry(hk), as_of=as_of, lag_ms=lag_ms) for hk in new],
+            ts=wall,
+            transitions=[self._transition("hot", hk, "hot", at) for hk in new],
+            as_of=as_of,
+        )
+
     def _flush(self, wall: float, closed: int) -> TickResult:
         """Fold the evaluations since the last tick into one result (net hot/cool)."""
         pending, self._pending = self._pending, []
@@ -559,29 +641,28 @@ class Detector:
             default=wall,
         )
         rules = self._rules
-        candidates: set[bytes] = set()
         prune = prune or self._prune
-        if prune:
-            # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
-            need = rules.min_threshold * self.config.window / len(self._lanes)
-            for lane in self._lanes.values():
-                candidates |= lane.ring.could_reach(need)
-        else:
-            for lane in self._lanes.values():
-                candidates |= lane.ring.candidates()
-        candidates.update(self._hot.idents())
-        inv = 1.0 / self.config.window
-        lanes = list(self._lanes.values())
-        sums = lanes[0].ring.sums(candidates) if lanes else dict.fromkeys(candidates, 0.0)
-        for lane in lanes[1:]:
-            for k, v in lane.ring.sums(candidates).items():
-                if v:
-                    sums[k] += v
-        rates = {k: v * inv for k, v in sums.items() if v > 0 or k in self._hot}
+        # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
+        need = rules.min_threshold * self.config.window / max(1, len(self._lanes))
+        # One call: the candidates (top-k of every closed sub-window, pruned to those that
+        # can reach ``need``, plus the hot keys), their rates over all lanes' windows, and
+        # the ones at or above the lowest threshold (native/tick.c or its twin).
+        rates, contenders = _tick.evaluate(
+            [lane.ring.arrays() for lane in self._lanes.values()],
+            self._hot.idents(),
+            need,
+            prune,
+            rules.min_threshold,
+            1.0 / self.config.window,
+            self._cache_cap,
+            not prune,
+        )
         # Cool-downs run on the evaluation clock (never backwards); ``since`` and the
         # transitions carry the event time of the lane whose step triggered this evaluation.
         at = min(at, now)
-        tr = self._hot.evaluate(rates, self._rule_of(rules), now, at, rules.min_threshold)
+        tr = self._hot.evaluate(
+            rates, self._rule_of(rules), now, at, rules.min_threshold, contenders
+        )
         if not prune:
             self._last = rates
         if tr.new or tr.cooled or tr.still:

@@ -95,6 +95,7 @@ class HotCoolStates:
         now: float,
         now_wall: float,
         min_threshold: float = 0.0,
+        contenders: list[bytes] | None = None,
     ) -> Transitions:
         """Apply one tick's rates.
 
@@ -105,6 +106,9 @@ class HotCoolStates:
             now_wall: wall time of the tick (``since`` of new keys).
             min_threshold: no rule has a lower threshold; keys below it are skipped
                 without a rule lookup.
+            contenders: the keys of ``rates`` not hot whose rate is positive and at least
+                ``min_threshold``, when the caller picked them already (the detector's
+                per-tick work does, in C); None: picked here from ``rates``.
         """
         h = self.hysteresis
         still: list[HotKey] = []
@@ -130,18 +134,16 @@ class HotCoolStates:
                 hk.announced = now
                 still.append(hk)
 
-        contenders: list[tuple[float, bytes, Rule]] = []
-        for ident, rate in rates.items():
-            if rate < min_threshold or rate <= 0.0 or ident in self._hot:
-                continue
-            rule = rule_of(ident)
-            if not rule.ignore and rate >= rule.threshold:
-                contenders.append((rate, ident, rule))
-        contenders.sort(key=lambda c: (-c[0], c[1]))
-
+        if contenders is None:
+            contenders = [
+                ident
+                for ident, rate in rates.items()
+                if rate >= min_threshold and rate > 0.0 and ident not in self._hot
+            ]
+        ranked = self._ranked(rates, contenders, rule_of)
         new: list[HotKey] = []
         lowest: list[tuple[float, bytes]] | None = None
-        for rate, ident, rule in contenders:
+        for rate, ident, rule in ranked:
             if len(self._hot) >= self.max_hot:
                 if lowest is None:
                     lowest = [(k.rate, k.ident) for k in self._hot.values()]
@@ -162,3 +164,42 @@ class HotCoolStates:
         if cooled and still:
             still = [hk for hk in still if hk.ident in self._hot]
         return Transitions(new, still, cooled)
+
+    def _ranked(
+        self, rates: dict[bytes, float], contenders: list[bytes], rule_of: Callable[[bytes], Rule]
+    ) -> list[tuple[float, bytes, Rule]]:
+        """The contenders at or above their rule's threshold, highest rate first."""
+        ranked: list[tuple[float, bytes, Rule]] = []
+        for ident in contenders:
+            rate = rates[ident]
+            rule = rule_of(ident)
+            if not rule.ignore and rate >= rule.threshold:
+                ranked.append((rate, ident, rule))
+        ranked.sort(key=lambda c: (-c[0], c[1]))
+        return ranked
+
+    def admit(
+        self,
+        rates: dict[bytes, float],
+        contenders: list[bytes],
+        rule_of: Callable[[bytes], Rule],
+        now: float,
+        now_wall: float,
+    ) -> list[HotKey]:
+        """cold -> hot only, between evaluations (a key that crossed its threshold).
+
+        Nothing cools here and nobody is evicted: at the cap a newcomer waits for the next
+        evaluation, where the eviction margin applies as always.
+        """
+        new: list[HotKey] = []
+        for rate, ident, rule in self._ranked(rates, contenders, rule_of):
+            if len(self._hot) >= self.max_hot:
+                break
+            if ident in self._hot:
+                continue
+            hk = HotKey(
+                ident, rule, rate, since_wall=now_wall, since_mono=now, announced=now, peak=rate
+            )
+            self._hot[ident] = hk
+            new.append(hk)
+        return new

@@ -15,6 +15,7 @@ slot's caches are dropped so the next evaluation sees the new counts.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from hotkeyd.sketch import CountMinTopK, HeavyKeeper, SketchLike, window_sums
 from hotkeyd.sketch._sketch_py import window_sums as window_sums_py
@@ -60,6 +61,24 @@ class _Slot:
     def factor(self) -> float:
         """Mean ``Batch.scale`` of the events in this sub-window, weighted by count."""
         return self.scaled / self.raw if self.raw else 1.0
+
+
+Arrays = tuple[Any, list[SketchLike], list[dict], list[float], list[dict], list[int]]
+
+
+def _arrays(slots: list[_Slot], tops: list[dict]) -> Arrays:
+    """``slots`` as ``_tick.evaluate`` takes a lane: window sums function, then per slot its
+    sketch, estimate cache, scale factor, candidate top-k and the sketch's k."""
+    sketches = [s.sketch for s in slots]
+    fn = window_sums if all(type(sk) in _NATIVE for sk in sketches) else window_sums_py
+    return (
+        fn,
+        sketches,
+        [s.est for s in slots],
+        [s.factor for s in slots],
+        tops,
+        [getattr(s.sketch, "k", 1 << 62) for s in slots],
+    )
 
 
 class SubWindowRing:
@@ -139,50 +158,38 @@ class SubWindowRing:
                 if s.raw:
                     yield s
 
-    def _tops(self) -> Iterable[_Slot]:
-        for s in self._closed_slots():
+    def partial_arrays(self) -> Arrays | None:
+        """The open sub-window and the ``N - 1`` closed ones before it, for a crossing check.
+
+        That is at most one window of traffic (the open one is partial), each with its
+        top-k (the closed ones' bound a key's count there; the open one's are the
+        candidates). None when nothing went into the open one yet.
+        """
+        now = self._slots[self.cur % (self.n + 1)]
+        if not now.raw:
+            return None
+        slots = [now]
+        for i in range(self.cur - self.n + 1, self.cur):
+            if i >= 0:
+                s = self._slots[i % (self.n + 1)]
+                if s.raw:
+                    slots.append(s)
+        for s in slots:
             if s.top is None:
                 s.top = dict(s.sketch.topk())
-                for key, count in s.top.items():
-                    s.est.setdefault(key, count)
-            yield s
+        return _arrays(slots, [s.top or {} for s in slots])
 
-    def candidates(self) -> set[bytes]:
-        """Union of the top-k of the closed sub-windows in the window."""
-        out: set[bytes] = set()
-        for s in self._tops():
-            out.update(s.top or ())
-        return out
+    def arrays(self) -> Arrays:
+        """This ring's closed sub-windows as the per-tick work takes them (``_tick.evaluate``).
 
-    def could_reach(self, total: float) -> set[bytes]:
-        """Top-k keys whose scaled window count may reach ``total`` (a superset).
-
-        A key outside a sub-window's top-k counted at most that top-k's smallest count
-        there (0 when the top-k is not full). So a key reaching ``total`` has, in at least
-        one sub-window, a count above that floor by ``(total - sum of floors) / N`` or
-        more; the top-k are count-descending, so each is scanned only down to there. It
-        lets an evaluation skip the many candidates that cannot turn hot.
+        The window sums function, then per closed sub-window with events: its sketch,
+        estimate cache, scale factor, top-k (fetched once per sub-window) and the sketch's k.
         """
-        slots = list(self._tops())
-        if not slots:
-            return set()
-        lows = []
-        floor = 0.0
+        slots = list(self._closed_slots())
         for s in slots:
-            top = s.top or {}
-            full = top and len(top) >= getattr(s.sketch, "k", 1 << 62)
-            low = min(top.values()) if full else 0
-            lows.append(low)
-            floor += low * s.factor
-        per = (total - floor) / len(slots)
-        out: set[bytes] = set()
-        for s, low in zip(slots, lows, strict=True):
-            f = s.factor
-            for key, c in (s.top or {}).items():
-                if (c - low) * f < per:
-                    break
-                out.add(key)
-        return out
+            if s.top is None:
+                s.top = dict(s.sketch.topk())
+        return _arrays(slots, [s.top or {} for s in slots])
 
     def sums(self, keys: Iterable[bytes]) -> dict[bytes, float]:
         """Scaled access counts of ``keys`` over the closed sub-windows of the window.
