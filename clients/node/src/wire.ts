@@ -93,7 +93,7 @@ export function decodeKey(obj: unknown): Buffer {
 /** Limits of the wire format (spec/limits.json; docs/wire-format.md, "Untrusted input"). */
 export const MAX_SEQ = limit("seq_max");
 /** Deepest nesting of arrays and objects a message may have (spec/vectors/hostile.json). */
-export const MAX_DEPTH = 64;
+export const MAX_DEPTH = limit("json_depth_max");
 export const MAX_TTL_MS = limit("ttl_ms_max");
 export const MAX_ENTRIES = limit("message_entries_max");
 const MAX_NAME = limit("name_chars_max");

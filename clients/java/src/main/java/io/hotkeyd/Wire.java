@@ -24,7 +24,7 @@ public final class Wire {
   public static final long MAX_SEQ = (1L << 53) - 1;
 
   /** Deepest nesting of arrays and objects a message may have (spec/vectors/hostile.json). */
-  public static final int MAX_DEPTH = 64;
+  public static final int MAX_DEPTH = Limits.JSON_DEPTH_MAX;
   static final ObjectMapper JSON = new ObjectMapper();
 
   private Wire() {}
