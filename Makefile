@@ -82,7 +82,9 @@ test: servers java-deps install-dev kafka-jars   ## everything CI runs: native b
 test-go:            ## the Go client (clients/go): vet, race-checked tests, the conformance vectors, a short fuzz run
 	cd clients/go && go vet ./... && go test -race -count=1 ./...
 	cd clients/go && go test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime 10s . && \
-	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s .
+	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s . && \
+	  go test -run '^$$' -fuzz FuzzDecodeSnapshot -fuzztime 5s . && \
+	  go test -run '^$$' -fuzz FuzzEncodeDemand -fuzztime 5s .
 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
 	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm test
