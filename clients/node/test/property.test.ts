@@ -2,7 +2,7 @@
 // decodeInvalidation return a value or throw WireError (never another error), what they
 // accept is well formed, keys round-trip, and demand reports stay strict JSON within the
 // size cap. A fixed seed keeps CI deterministic (FC_SEED=<n> FC_RUNS=<n> explores more);
-// test/corpus/wire.json is replayed first on every run.
+// spec/fuzz/wire.json (shared with Java) is replayed first on every run.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -16,7 +16,7 @@ import { MAX_DEMAND_BYTES, parseStrict } from "../src/wire.js";
 const SEED = Number(process.env.FC_SEED ?? 23);
 const RUNS = Number(process.env.FC_RUNS ?? 2000);
 const CORPUS: Buffer[] = (
-  JSON.parse(readFileSync(join(import.meta.dirname, "..", "..", "test", "corpus", "wire.json"), "utf8")) as { inputs: string[] }
+  JSON.parse(readFileSync(join(import.meta.dirname, "..", "..", "..", "..", "spec", "fuzz", "wire.json"), "utf8")) as { inputs: string[] }
 ).inputs.map((b) => Buffer.from(b, "base64"));
 
 /** Decode; a WireError is a verdict, anything else thrown fails the property. */
