@@ -83,8 +83,8 @@ test-go:            ## the Go client (clients/go): vet, race-checked tests, the 
 	cd clients/go && go vet ./... && go test -race -count=1 ./...
 	cd clients/go && go test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime 10s . && \
 	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s . && \
-	  go test -run '^$$' -fuzz FuzzDecodeSnapshot -fuzztime 5s . && \
-	  go test -run '^$$' -fuzz FuzzEncodeDemand -fuzztime 5s .
+	  go test -run '^$$' -fuzz FuzzDecodeSnapshot -fuzztime 3s . && \
+	  go test -run '^$$' -fuzz FuzzEncodeDemand -fuzztime 3s .
 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
 	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm test

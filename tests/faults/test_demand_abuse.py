@@ -237,10 +237,13 @@ def test_a_1_mib_flood_without_signing_shows_and_memory_stays_bounded(
             for _ in range(6):
                 time.sleep(0.5)
                 peak = max(peak, rss_kib(pid))
-        mb_s = (publishes(g.r) - before) * len(FLOOD) / (time.monotonic() - t0) / 1e6
+        sent = (publishes(g.r) - before) * len(FLOOD)
+        mb_s = sent / (time.monotonic() - t0) / 1e6
         for p in pubs:
             p.close()
-        assert mb_s >= 100, f"{mb_s:.0f} MB/s"  # the review's 665 MB/s had cores to spare
+        # 400-500 MB/s on an idle 2-core machine (the review's 665 MB/s had cores to
+        # spare); what must hold under any load: more than Redis' 32 MB pub/sub buffer
+        assert sent >= 48 << 20, f"{sent >> 20} MiB at {mb_s:.0f} MB/s"
         assert g.dropped("oversized") > 0
         assert g.dropped("malformed") == 0  # never parsed
         assert g.daemon.health() == "degraded"
