@@ -84,7 +84,9 @@ test: servers java-deps install-dev kafka-jars   ## everything CI runs: native b
 test-go:            ## the Go client (clients/go): vet, race-checked tests, the conformance vectors, a short fuzz run
 	cd clients/go && go vet ./... && go test -race -count=1 ./...
 	cd clients/go && go test -run '^$$' -fuzz FuzzDecodeMessage -fuzztime 10s . && \
-	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s .
+	  go test -run '^$$' -fuzz FuzzDecodeInvalidation -fuzztime 5s . && \
+	  go test -run '^$$' -fuzz FuzzDecodeSnapshot -fuzztime 3s . && \
+	  go test -run '^$$' -fuzz FuzzEncodeDemand -fuzztime 3s .
 
 test-node:          ## the TypeScript client (clients/node): build, tests, the conformance vectors
 	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm test
@@ -188,7 +190,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	PYTHONMALLOC=malloc \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-FUZZ_TARGETS := monitor update_lines counted decoders demand
+FUZZ_TARGETS := monitor update_lines counted decoders demand trace
 FUZZ_SECONDS ?= 8
 
 $(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell find hotkeyd tests -name "*.py" 2>/dev/null)
@@ -205,7 +207,7 @@ test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23); outpu
 	HOTKEYD_SOAK_SECONDS=60 $(PY) -m pytest -v -p no:cacheprovider tests/faults/test_demand_rows.py \
 	  2>&1 | tee tests/faults/test-long.txt
 
-asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus on the ASan/UBSan build (~2 min)
+asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus (MONITOR, trace, sketch lines, decoders) on the ASan/UBSan build (~2 min)
 	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
 	  tests/sketch tests/monitor/test_parser.py tests/faults/test_monitor_lines.py tests/fuzz \
 	  tests/detector/test_tick.py \

@@ -35,6 +35,9 @@ var (
 	// MaxReportCount caps one key's count in one reporter message or demand entry: the
 	// daemon rejects larger counts (count_max).
 	MaxReportCount uint64
+	// MaxDepth is the deepest nesting of arrays and objects a document may have (the
+	// top-level object is 1); a deeper one is rejected whole (json_depth_max).
+	MaxDepth int
 	// MinAuthKeyBytes is the shortest signing key accepted (auth_key_bytes_min).
 	MinAuthKeyBytes int
 	// DefaultStartTimeout bounds Start when the app sets no StartTimeout
@@ -101,6 +104,7 @@ func (l limitSet) apply() {
 	MaxDemandBytes = int(l.int("demand_report_bytes_max")) - sigSuffixLen // room for the reporter key's signature
 	MaxReportCount = uint64(l.int("count_max"))
 	MinAuthKeyBytes = int(l.int("auth_key_bytes_min"))
+	MaxDepth = int(l.int("json_depth_max"))
 	maxName = int(l.int("name_chars_max"))
 	maxDB = l.int("db_max")
 	maxMessageBytes = int(l.int("message_bytes_max"))

@@ -121,10 +121,6 @@ func DecodeKey(key string, enc string) ([]byte, error) {
 	return nil, wireErr("unknown key encoding %q", enc)
 }
 
-// MaxDepth is the deepest nesting of arrays and objects a message may have
-// (spec/vectors/hostile.json).
-const MaxDepth = 64
-
 // DecodeMessage parses and validates a notification or a snapshot. Whatever the bytes,
 // it returns a message or an error wrapping ErrWire, never panics. The envelope must be
 // valid; a bad entry is left out and counted in skipped, as are entries beyond

@@ -32,6 +32,7 @@ __all__ = [
     "HOTSET_TTL_MS_MAX",
     "IDEMPOTENCY_KEY_CHARS_MAX",
     "INSTANCE_MAX_AGE_S",
+    "JSON_DEPTH_MAX",
     "MESSAGE_BYTES_MAX",
     "MESSAGE_ENTRIES_MAX",
     "NAME_CHARS_MAX",
@@ -68,6 +69,7 @@ def limit(name: str) -> int:
 
 
 SEQ_MAX = limit("seq_max")
+JSON_DEPTH_MAX = limit("json_depth_max")
 SEQ_JUMP_MAX = limit("seq_jump_max")
 TTL_MS_MAX = limit("ttl_ms_max")
 NAME_CHARS_MAX = limit("name_chars_max")

@@ -21,12 +21,13 @@ import json
 from typing import Any
 
 from hotkeyd.errors import HotkeydError
+from hotkeyd.protocol import limits
 
 __all__ = ["MAX_DEPTH", "MAX_INT", "MIN_INT", "JSONRejected", "loads"]
 
 MAX_INT = (1 << 63) - 1
 MIN_INT = -(1 << 63)
-MAX_DEPTH = 64
+MAX_DEPTH = limits.JSON_DEPTH_MAX
 """Deepest nesting of arrays and objects a message may have (the contract needs 4)."""
 _MAX_DIGITS = 20  # "-9223372036854775808" has 20 characters
 

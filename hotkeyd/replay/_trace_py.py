@@ -29,7 +29,8 @@ def _number(tok: bytes) -> float | None:
         return None
 
 
-def _parse(line: bytes) -> tuple[float, bytes, int] | None:
+def _parse(line: bytes) -> tuple[float, bytes, int, bytes] | None:
+    """(ts, key, count, the count's digits as written: the C parser copies them as-is)."""
     if line[:1] in (b" ", b"\t"):
         return None
     parts = _SEP.split(line.rstrip(b" \t"))
@@ -42,14 +43,14 @@ def _parse(line: bytes) -> tuple[float, bytes, int] | None:
         return None
     if ts > _MS_ABOVE:
         ts /= 1000.0
-    count = 1
+    count, digits = 1, b"1"
     if len(parts) == 3:
         if not parts[2].isdigit():
             return None
-        count = int(parts[2])
+        count, digits = int(parts[2]), parts[2]
         if not 0 < count <= _MAX_COUNT:
             return None
-    return ts, parts[1], count
+    return ts, parts[1], count, digits
 
 
 def split_ticks(buf: Any, tick: float) -> tuple[list[tuple[int, bytes]], int, int]:
@@ -70,13 +71,13 @@ def split_ticks(buf: Any, tick: float) -> tuple[list[tuple[int, bytes]], int, in
         if got is None:
             malformed += 1
             continue
-        ts, key, count = got
+        ts, key, count, digits = got
         index = math.floor(ts / tick + 1e-9)
         if have and index != cur and out:
             segments.append((cur, b"".join(out)))
             out = []
         cur, have = index, True
-        out.append(b"%s\t%d\n" % (key, count))
+        out.append(b"%s\t%s\n" % (key, digits))
         events += count
     if out:
         segments.append((cur, b"".join(out)))

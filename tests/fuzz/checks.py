@@ -133,9 +133,20 @@ def check_demand(data: bytes) -> None:
     assert got[0] == got[1], (data, got)
 
 
+def check_trace(data: bytes) -> None:
+    """``ts key [count]`` trace lines: the C splitter and its twin agree on the segments
+    and the counts of events and malformed lines (the tick from the first byte)."""
+    from hotkeyd.replay import _trace, _trace_py
+
+    knob, _, stream = _split(data)
+    tick = (1 + knob) / 64.0
+    assert _trace.split_ticks(stream, tick) == _trace_py.split_ticks(stream, tick), data
+
+
 CHECKS = {
     "demand": check_demand,
     "monitor": check_monitor,
+    "trace": check_trace,
     "update_lines": check_update_lines,
     "counted": check_counted,
     "decoders": check_decoders,

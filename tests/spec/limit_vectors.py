@@ -128,6 +128,26 @@ def _hotset_cases(lim: dict[str, int]) -> list[dict[str, Any]]:
                 "node": "JavaScript numbers cannot tell 2^63 from 2^63-1 (both parse to 2^63)"
             }
         cases.append(case)
+    depth = lim["json_depth_max"]
+    for v, ok in ((depth, True), (depth + 1, False)):
+        nested: list[Any] = []  # the message is level 1, this array level 2
+        for _ in range(v - 2):
+            nested = [nested]
+        cases.append(
+            _one(
+                "json_depth_max",
+                v,
+                f"nesting of {v}",
+                "A document nested to the limit (in a field receivers ignore) applies; one "
+                "level deeper and the whole message is malformed.",
+                {
+                    "op": "message",
+                    "data": _msg(hot=[_hot("a")], pad=nested),
+                    "outcome": "applied" if ok else "bad",
+                    "hot": [{"key": "a"}] if ok else [],
+                },
+            )
+        )
     entries = lim["message_entries_max"]
     for total, ok in ((entries, True), (entries + 1, False)):
         cases.append(

@@ -4,12 +4,19 @@
  * key reads only what verifies. The MAC covers the exact bytes (no canonicalization).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { limit } from "./limits.js";
 
 export const AUTH_ENV_VAR = "HOTKEYD_AUTH_KEY";
+/** The reporter key that signs demand reports (never the daemon's signing key). */
+export const DEMAND_KEY_ENV_VAR = "HOTKEYD_DEMAND_KEY";
+/** A file holding reporter keys, one a line (the first signs); wins over DEMAND_KEY_ENV_VAR. */
+export const DEMAND_KEY_FILE_ENV_VAR = "HOTKEYD_DEMAND_KEY_FILE";
 export const MIN_KEY_BYTES = limit("auth_key_bytes_min");
 const HEAD = Buffer.from(',"sig":"');
 const SUFFIX_LEN = HEAD.length + 64 + 2;
+/** Bytes a signature adds to a message. */
+export const SIGNATURE_BYTES = SUFFIX_LEN - 1;
 
 export class MessageAuth {
   private readonly keys: Buffer[];
@@ -24,6 +31,24 @@ export class MessageAuth {
   /** The key in HOTKEYD_AUTH_KEY, or undefined when unset. */
   static fromEnv(env: NodeJS.ProcessEnv = process.env): MessageAuth | undefined {
     const v = env[AUTH_ENV_VAR];
+    return v ? new MessageAuth([v]) : undefined;
+  }
+
+  /** Keys from a file, one a line (blank lines ignored), as the daemon reads its key files. */
+  static fromFile(path: string): MessageAuth {
+    const lines = readFileSync(path).toString("latin1").split("\n");
+    const keys = lines.filter((l) => l.trim() !== "").map((l) => Buffer.from(l.replace(/\r$/, ""), "latin1"));
+    return new MessageAuth(keys);
+  }
+
+  /**
+   * The reporter key that signs demand reports: the file named by HOTKEYD_DEMAND_KEY_FILE,
+   * else HOTKEYD_DEMAND_KEY; undefined when neither is set (reports go unsigned).
+   */
+  static reporterKeyFromEnv(env: NodeJS.ProcessEnv = process.env): MessageAuth | undefined {
+    const path = env[DEMAND_KEY_FILE_ENV_VAR];
+    if (path) return MessageAuth.fromFile(path);
+    const v = env[DEMAND_KEY_ENV_VAR];
     return v ? new MessageAuth([v]) : undefined;
   }
 

@@ -12,10 +12,11 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { Cluster } from "ioredis";
 import { LRUCache } from "lru-cache";
+import { MessageAuth, SIGNATURE_BYTES } from "./auth.js";
 import { keyBytes } from "./keys.js";
 import { keyId, type HotItem } from "./hotset.js";
 import { Subscriber, type RedisLike, type SubscriberOptions } from "./subscriber.js";
-import { buildDemandReports, encodeInvalidation, type DemandRead } from "./wire.js";
+import { buildDemandReports, encodeInvalidation, MAX_DEMAND_BYTES, type DemandRead } from "./wire.js";
 
 export interface CacheOptions extends SubscriberOptions {
   maxEntries?: number; // 10000
@@ -25,6 +26,12 @@ export interface CacheOptions extends SubscriberOptions {
   staleForMs?: number;
   /** report locally served reads every this many ms (250); 0 disables (the key may then flap) */
   demandIntervalMs?: number;
+  /**
+   * sign demand reports with this reporter key (the daemon's --demand-key-file; never its
+   * signing key); by default the key of HOTKEYD_DEMAND_KEY_FILE or HOTKEYD_DEMAND_KEY,
+   * unsigned when neither is set; null: never sign
+   */
+  demandAuth?: MessageAuth | null;
   /** logical database of the wrapped client (its options are read when omitted) */
   db?: number;
 }
@@ -66,6 +73,7 @@ export class HotCache {
   private readonly staleForMs: number;
   private readonly maxTtlMs: number;
   private readonly demandIntervalMs: number;
+  private readonly demandAuth?: MessageAuth;
   private readonly sharded: boolean;
 
   constructor(
@@ -76,6 +84,7 @@ export class HotCache {
     this.staleForMs = opts.staleForMs ?? 1000;
     this.maxTtlMs = opts.maxTtlMs ?? Infinity;
     this.demandIntervalMs = opts.demandIntervalMs ?? 250;
+    this.demandAuth = opts.demandAuth === undefined ? MessageAuth.reporterKeyFromEnv() : (opts.demandAuth ?? undefined);
     this.sharded = opts.sharded ?? false;
     this.origin = `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
     this.local = new LRUCache<string, Entry>({
@@ -233,13 +242,15 @@ export class HotCache {
     if (this.demand.size === 0) return;
     const reads = [...this.demand.values()];
     this.demand = new Map();
-    const reports = buildDemandReports(this.origin, this.demandSeq, Date.now() / 1000, this.demandIntervalMs, reads);
+    const maxBytes = MAX_DEMAND_BYTES - (this.demandAuth ? SIGNATURE_BYTES : 0);
+    const reports = buildDemandReports(this.origin, this.demandSeq, Date.now() / 1000, this.demandIntervalMs, reads, maxBytes);
     this.demandSeq += reports.length;
     await Promise.all(
       reports.map(async (r) => {
         this.stats.demandDropped += r.dropped;
         try {
-          await this.publish(this.subscriber.namespace.demandChannel(r.instance), r.payload);
+          const payload = this.demandAuth ? this.demandAuth.sign(Buffer.from(r.payload, "utf8")) : r.payload;
+          await this.publish(this.subscriber.namespace.demandChannel(r.instance), payload);
           this.stats.demandReports++;
           this.stats.demandEntries += r.entries;
         } catch {
@@ -274,7 +285,7 @@ export class HotCache {
   }
 
   /** PUBLISH, or SPUBLISH in a sharded deployment. */
-  private publish(channel: string, payload: string): Promise<unknown> {
+  private publish(channel: string, payload: string | Buffer): Promise<unknown> {
     return this.sharded ? this.client.spublish(channel, payload) : this.client.publish(channel, payload);
   }
 

@@ -1,4 +1,4 @@
-export { AUTH_ENV_VAR, MessageAuth, MIN_KEY_BYTES } from "./auth.js";
+export { AUTH_ENV_VAR, DEMAND_KEY_ENV_VAR, DEMAND_KEY_FILE_ENV_VAR, MessageAuth, MIN_KEY_BYTES } from "./auth.js";
 export { HotCache, type CacheOptions, type CacheStats } from "./cache.js";
 export { HotSet, keyId, systemClock, type ApplyResult, type Clock, type HotItem, type HotSetOptions } from "./hotset.js";
 export { keyBytes, KeyError, pyFloatRepr, type KeyInput } from "./keys.js";

@@ -93,7 +93,7 @@ export function decodeKey(obj: unknown): Buffer {
 /** Limits of the wire format (spec/limits.json; docs/wire-format.md, "Untrusted input"). */
 export const MAX_SEQ = limit("seq_max");
 /** Deepest nesting of arrays and objects a message may have (spec/vectors/hostile.json). */
-export const MAX_DEPTH = 64;
+export const MAX_DEPTH = limit("json_depth_max");
 export const MAX_TTL_MS = limit("ttl_ms_max");
 export const MAX_ENTRIES = limit("message_entries_max");
 const MAX_NAME = limit("name_chars_max");
@@ -220,8 +220,13 @@ export interface DemandReport {
   dropped: number;
 }
 
-/** One report per daemon instance (wire format demand-v1), numbered from nextSeq. */
-export function buildDemandReports(app: string, nextSeq: number, ts: number, intervalMs: number, reads: DemandRead[]): DemandReport[] {
+/**
+ * One report per daemon instance (wire format demand-v1), numbered from nextSeq, each at
+ * most maxBytes long (less the signature's SIGNATURE_BYTES when it will be signed).
+ */
+export function buildDemandReports(
+  app: string, nextSeq: number, ts: number, intervalMs: number, reads: DemandRead[], maxBytes = MAX_DEMAND_BYTES,
+): DemandReport[] {
   const byInst = new Map<string, DemandRead[]>();
   for (const r of reads) {
     let list = byInst.get(r.instance);
@@ -234,7 +239,7 @@ export function buildDemandReports(app: string, nextSeq: number, ts: number, int
     let keep = Math.min(items.length, MAX_DEMAND_ENTRIES);
     let payload = encodeDemand(app, nextSeq, ts, intervalMs, items.slice(0, keep));
     // Long keys: halve (heaviest kept) until it fits; receivers drop a larger one whole.
-    while (Buffer.byteLength(payload) > MAX_DEMAND_BYTES && keep > 1) {
+    while (Buffer.byteLength(payload) > maxBytes && keep > 1) {
       keep = Math.floor(keep / 2);
       payload = encodeDemand(app, nextSeq, ts, intervalMs, items.slice(0, keep));
     }

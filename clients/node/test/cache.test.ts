@@ -4,7 +4,10 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Redis } from "ioredis";
-import { HotCache, Namespace, ShardedCounter } from "../src/index.js";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { HotCache, MessageAuth, Namespace, ShardedCounter } from "../src/index.js";
 import { commandCalls, startRedis, startRedisOn, waitFor, type RedisServer } from "./helpers.js";
 
 let srv: RedisServer;
@@ -58,6 +61,32 @@ test("a hot key is served locally, and the daemon hears of the reads", async () 
   await waitFor("the demand reports", 5000, () => reported >= 999);
   assert.ok(reported <= 1000, `reported ${reported}`);
   await c.close();
+});
+
+test("demand reports are signed with the reporter key of HOTKEYD_DEMAND_KEY_FILE", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "hotkeyd-"));
+  writeFileSync(join(dir, "demand.key"), "reporter-key-0123456789\nold-reporter-key-0123456789\n");
+  const env = { HOTKEYD_DEMAND_KEY_FILE: join(dir, "demand.key"), HOTKEYD_DEMAND_KEY: "ignored-key-0123456789" };
+  const auth = MessageAuth.reporterKeyFromEnv(env)!;
+  assert.equal(MessageAuth.reporterKeyFromEnv({}), undefined);
+  const ns = new Namespace("n-signed");
+  await admin.set("product:s", "v");
+  const c = await new HotCache(srv.client(), { namespace: ns, demandIntervalMs: 50, demandAuth: auth }).start();
+  const sub = srv.client();
+  const got: Buffer[] = [];
+  sub.on("messageBuffer", (_ch: Buffer, payload: Buffer) => got.push(payload));
+  await sub.subscribe(ns.demandChannel("d1"));
+  await announce(ns, "d1", "product:s");
+  await waitFor("hot", 5000, () => c.hotSet.getText("product:s") !== undefined);
+  for (let i = 0; i < 10; i++) await c.get("product:s");
+  await waitFor("a demand report", 5000, () => got.length > 0);
+  await c.close();
+  await sub.quit();
+  // the first key of the file signs: what the daemon's --demand-key-file verifies
+  const body = new MessageAuth(["reporter-key-0123456789"]).verify(got[0]);
+  assert.ok(body, `not signed with the file's first key: ${got[0]}`);
+  assert.equal(JSON.parse(body.toString()).entries[0].key, "product:s");
+  assert.equal(new MessageAuth(["ignored-key-0123456789"]).verify(got[0]), undefined);
 });
 
 test("a write through one cache invalidates the others", async () => {

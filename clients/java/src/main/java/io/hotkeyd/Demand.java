@@ -31,6 +31,12 @@ public final class Demand {
    */
   public static List<Report> encode(String app, long firstSeq, double ts, int intervalMs,
       Map<String, Map<KeyId, Long>> reads) {
+    return encode(app, firstSeq, ts, intervalMs, reads, MAX_BYTES);
+  }
+
+  /** As {@link #encode(String, long, double, int, Map)}, each report at most maxBytes long. */
+  public static List<Report> encode(String app, long firstSeq, double ts, int intervalMs,
+      Map<String, Map<KeyId, Long>> reads, int maxBytes) {
     List<Report> out = new ArrayList<>();
     long seq = firstSeq;
     for (Map.Entry<String, Map<KeyId, Long>> inst : new TreeMap<>(reads).entrySet()) {
@@ -46,7 +52,7 @@ public final class Demand {
       entries.sort((a, b) -> Long.compare(b.getValue(), a.getValue()));
       int keep = Math.min(entries.size(), MAX_ENTRIES);
       byte[] payload = payload(app, seq, ts, intervalMs, entries, keep);
-      while (payload.length > MAX_BYTES && keep > 1) { // long keys: halve, heaviest kept
+      while (payload.length > maxBytes && keep > 1) { // long keys: halve, heaviest kept
         keep /= 2;
         payload = payload(app, seq, ts, intervalMs, entries, keep);
       }

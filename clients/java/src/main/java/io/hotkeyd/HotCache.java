@@ -76,6 +76,7 @@ public final class HotCache implements AutoCloseable {
   private final byte[] invalidateChannelBytes;
   private final Namespace namespace;
   private final long demandIntervalMillis;
+  private final MessageAuth demandAuth; // the reporter key, or null: unsigned reports
   private final Duration startTimeout;
   private final CacheStats stats = new CacheStats();
   private final LocalCache local;
@@ -101,6 +102,7 @@ public final class HotCache implements AutoCloseable {
     this.origin = b.appId != null ? b.appId : defaultAppId();
     this.invalidateChannelBytes = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
     this.demandIntervalMillis = b.demandInterval.toMillis();
+    this.demandAuth = b.demandAuthSet ? b.demandAuth : MessageAuth.reporterKeyFromEnv();
     this.startTimeout = b.startTimeout;
     this.local = new LocalCache(clock, b.maxEntries, b.maxBytes, b.staleFor.toNanos(),
         b.waitTimeout.toNanos(), stats, hot::get, GET_S, GET_B, HGETALL_S, HGETALL_B, CACHED);
@@ -135,6 +137,8 @@ public final class HotCache implements AutoCloseable {
     private Broadcast broadcast = Broadcast.ALWAYS;
     private String appId;
     private MessageAuth auth;
+    private MessageAuth demandAuth;
+    private boolean demandAuthSet;
 
     private Builder(UnifiedJedis jedis) {
       this.jedis = jedis;
@@ -225,6 +229,17 @@ public final class HotCache implements AutoCloseable {
     /** Accept only signed notifications (the daemon's --auth-key-file; see MessageAuth). */
     public Builder auth(MessageAuth auth) {
       this.auth = auth;
+      return this;
+    }
+
+    /**
+     * Sign demand reports with this reporter key (the daemon's --demand-key-file; never its
+     * signing key), or not at all with null. By default the key of
+     * {@code HOTKEYD_DEMAND_KEY_FILE} or {@code HOTKEYD_DEMAND_KEY}, unsigned when neither is set.
+     */
+    public Builder demandAuth(MessageAuth reporterKey) {
+      this.demandAuth = reporterKey;
+      this.demandAuthSet = true;
       return this;
     }
 
@@ -720,8 +735,11 @@ public final class HotCache implements AutoCloseable {
     int total = byInstance.size();
     long first = demandSeq.getAndAdd(total);
     double ts = clock.currentTimeMillis() / 1000.0;
-    for (Demand.Report r : Demand.encode(origin, first, ts, (int) demandIntervalMillis, byInstance)) {
-      publish(namespace.demandChannel(r.instance()).getBytes(StandardCharsets.UTF_8), r.payload());
+    int maxBytes = Demand.MAX_BYTES - (demandAuth != null ? MessageAuth.SUFFIX_LEN : 0);
+    for (Demand.Report r :
+        Demand.encode(origin, first, ts, (int) demandIntervalMillis, byInstance, maxBytes)) {
+      byte[] payload = demandAuth != null ? demandAuth.sign(r.payload()) : r.payload();
+      publish(namespace.demandChannel(r.instance()).getBytes(StandardCharsets.UTF_8), payload);
       stats.demandMessages.increment();
       stats.demandReads.add(r.reads());
       stats.demandDropped.add(r.dropped());

@@ -21,6 +21,8 @@ public final class Limits {
   public static final long TTL_MS_MAX = get("ttl_ms_max");
   /** Longest instance, rule and app name ({@code name_chars_max}). */
   public static final int NAME_CHARS_MAX = (int) get("name_chars_max");
+  /** Deepest nesting of one document; deeper is rejected whole ({@code json_depth_max}). */
+  public static final int JSON_DEPTH_MAX = (int) get("json_depth_max");
   /** Largest db index on the wire ({@code db_max}). */
   public static final int DB_MAX = (int) get("db_max");
   /** Entries of one message; more are left out and counted ({@code message_entries_max}). */
@@ -66,7 +68,7 @@ public final class Limits {
       if (in == null) {
         throw new IllegalStateException("hotkeyd: io/hotkeyd/limits.json is missing from the class path");
       }
-      return Wire.JSON.readTree(in).path("limits");
+      return new com.fasterxml.jackson.databind.ObjectMapper().readTree(in).path("limits");
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }

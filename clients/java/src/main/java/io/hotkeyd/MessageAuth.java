@@ -21,6 +21,10 @@ import javax.crypto.spec.SecretKeySpec;
  */
 public final class MessageAuth {
   public static final String ENV_VAR = "HOTKEYD_AUTH_KEY";
+  /** The reporter key that signs demand reports (never the daemon's signing key). */
+  public static final String DEMAND_KEY_ENV = "HOTKEYD_DEMAND_KEY";
+  /** A file of reporter keys, one a line (the first signs); wins over DEMAND_KEY_ENV. */
+  public static final String DEMAND_KEY_FILE_ENV = "HOTKEYD_DEMAND_KEY_FILE";
   public static final int MIN_KEY_BYTES = Limits.AUTH_KEY_BYTES_MIN;
   private static final byte[] HEAD = ",\"sig\":\"".getBytes(StandardCharsets.US_ASCII);
   static final int SUFFIX_LEN = HEAD.length + 64 + 2;
@@ -56,6 +60,31 @@ public final class MessageAuth {
   /** The key in {@code HOTKEYD_AUTH_KEY}, or null when it is unset or empty. */
   public static MessageAuth fromEnv() {
     String v = System.getenv(ENV_VAR);
+    return v == null || v.isEmpty() ? null
+        : new MessageAuth(List.of(v.getBytes(StandardCharsets.UTF_8)));
+  }
+
+  /**
+   * The reporter key that signs demand reports: the file named by
+   * {@code HOTKEYD_DEMAND_KEY_FILE}, else {@code HOTKEYD_DEMAND_KEY}; null when neither is set
+   * (reports then go unsigned, and a daemon requiring signed ones drops and counts them).
+   *
+   * @throws HotkeydException when the file cannot be read or holds no usable key
+   */
+  public static MessageAuth reporterKeyFromEnv() {
+    return reporterKeyFrom(System.getenv());
+  }
+
+  static MessageAuth reporterKeyFrom(java.util.Map<String, String> env) {
+    String path = env.get(DEMAND_KEY_FILE_ENV);
+    if (path != null && !path.isEmpty()) {
+      try {
+        return fromFile(Path.of(path));
+      } catch (IOException e) {
+        throw new HotkeydException("reporter key file " + path + ": " + e.getMessage());
+      }
+    }
+    String v = env.get(DEMAND_KEY_ENV);
     return v == null || v.isEmpty() ? null
         : new MessageAuth(List.of(v.getBytes(StandardCharsets.UTF_8)));
   }

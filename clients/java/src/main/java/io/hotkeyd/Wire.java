@@ -21,10 +21,10 @@ public final class Wire {
   public static final int VERSION = 1;
 
   /** Largest {@code seq}: 2^53-1, so every language holds it exactly. */
-  public static final long MAX_SEQ = (1L << 53) - 1;
+  public static final long MAX_SEQ = Limits.SEQ_MAX;
 
   /** Deepest nesting of arrays and objects a message may have (spec/vectors/hostile.json). */
-  public static final int MAX_DEPTH = 64;
+  public static final int MAX_DEPTH = Limits.JSON_DEPTH_MAX;
   static final ObjectMapper JSON = new ObjectMapper();
 
   private Wire() {}

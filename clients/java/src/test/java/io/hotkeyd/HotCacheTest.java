@@ -270,6 +270,44 @@ class HotCacheTest {
     assertEquals(10, n2);
   }
 
+  @Test
+  void demandReportsAreSignedWithTheReporterKeyOfTheKeyFile() throws Exception {
+    java.nio.file.Path file = java.nio.file.Files.createTempFile("demand", ".key");
+    java.nio.file.Files.writeString(file, "reporter-key-0123456789\nold-reporter-key-0123456789\n");
+    MessageAuth key = MessageAuth.reporterKeyFrom(Map.of(
+        MessageAuth.DEMAND_KEY_FILE_ENV, file.toString(),
+        MessageAuth.DEMAND_KEY_ENV, "ignored-key-0123456789"));
+    assertNull(MessageAuth.reporterKeyFrom(Map.of()));
+    Namespace ns = freshNs();
+    new FakeDaemon(jedis, ns, "d1").snapshot(FakeDaemon.hot("sk:1", 60_000));
+    jedis.set("sk:1", "a");
+    List<byte[]> got = new CopyOnWriteArrayList<>();
+    BinaryJedisPubSub ps = new BinaryJedisPubSub() {
+      @Override
+      public void onMessage(byte[] channel, byte[] message) {
+        got.add(message);
+      }
+    };
+    Thread t = new Thread(() -> jedis.subscribe(ps, ns.demandChannel("d1").getBytes(StandardCharsets.UTF_8)));
+    t.start();
+    await(() -> ps.isSubscribed(), "subscribed");
+    try (HotCache cache = HotCache.builder(jedis).namespace(ns).demandAuth(key).build().start()) {
+      for (int i = 0; i < 11; i++) {
+        cache.get("sk:1");
+      }
+      await(() -> !got.isEmpty(), "a demand report");
+    }
+    ps.unsubscribe();
+    t.join();
+    // the file's first key signs: what the daemon's --demand-key-file verifies
+    byte[] body = new MessageAuth(List.of("reporter-key-0123456789".getBytes(StandardCharsets.UTF_8)))
+        .verify(got.get(0));
+    assertTrue(body != null, "not signed with the file's first key");
+    assertEquals("sk:1", Wire.JSON.readTree(body).get("entries").get(0).get("key").asText());
+    assertNull(new MessageAuth(List.of("ignored-key-0123456789".getBytes(StandardCharsets.UTF_8)))
+        .verify(got.get(0)));
+  }
+
   static void sleep(long ms) {
     try {
       Thread.sleep(ms);
