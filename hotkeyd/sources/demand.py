@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,11 @@ class DemandIntake:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._backoff = Backoff(0.1, 5.0)
+        # Told of each admitted report, in this intake's thread: (app, ts, interval_ms,
+        # [(db, key, n)]) with the counts as capped (the web console's per-app demand).
+        self.on_report: Callable[[str, float, int, list[tuple[int, bytes, int]]], None] | None = (
+            None
+        )
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -260,6 +266,11 @@ class DemandIntake:
                 self._pending += len(per_key)
         if overflow:
             return self._drop("overflow", "demand intake full (%d entries pending)", self._pending)
+        if self.on_report is not None:
+            served = [
+                (db, k, n) for db, (ks, ns) in by_db.items() for k, n in zip(ks, ns, strict=True)
+            ]
+            self.on_report(report.app, report.ts, report.interval_ms, served)
         return True
 
     def _admit(self, report: DemandReport) -> str | None:
