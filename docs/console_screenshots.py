@@ -67,7 +67,13 @@ def main() -> int:
                 page.goto(a.url(f"/#/key/{kid}/0"))
                 _text_of(page, "key-facts", "hotkeyd-b")
                 _text_of(page, "key-demand", "search-svc")
+                page.send(  # taller: the demand table and the intervals below the chart
+                    "Emulation.setDeviceMetricsOverride",
+                    {"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                )
+                time.sleep(0.3)
                 page.screenshot(OUT / "console-key.png")
+                page.send("Emulation.clearDeviceMetricsOverride")
                 page.goto(a.url("/#/history"))
                 _text_of(page, "history-rows", "<script>")
                 page.screenshot(OUT / "console-history.png")

@@ -294,8 +294,13 @@ class Console:
                 "demand per app: this daemon takes no demand reports (they come over Redis: "
                 "--redis-url with --demand-reports)"
             )
-        elif track is None:
-            cannot.append("demand per app: kept only for keys the daemon tracks (hot or top)")
+        else:
+            if track is None:
+                cannot.append("demand per app: kept only for keys the daemon tracks (hot or top)")
+            cannot.append(
+                "demand reported to other instances: apps report to the daemon that announced "
+                "the key, and each daemon hears only its own demand channel"
+            )
         doc["cannot_show"] = cannot
         return _json(doc)
 
