@@ -133,6 +133,8 @@ class Console:
         self._now_lock = threading.Lock()
         self._now_cache: tuple[float, bytes] | None = None
         self.refused = 0
+        self.now_builds = 0  # Now documents built, and the CPU seconds they took (Health)
+        self.now_build_cpu = 0.0
 
     def owns(self, path: str) -> bool:
         route = urlsplit(path).path
@@ -192,7 +194,10 @@ class Console:
         with self._now_lock:
             if self._now_cache is not None and 0 <= now - self._now_cache[0] < _NOW_MAX_AGE:
                 return self._now_cache[1]
+            cpu = time.thread_time()
             data = json.dumps(self._now(now), separators=(",", ":")).encode("utf-8")
+            self.now_builds += 1
+            self.now_build_cpu += time.thread_time() - cpu
             self._now_cache = (now, data)
             return data
 
@@ -442,6 +447,8 @@ class Console:
             "metrics": metrics,
             "console": {
                 "refused_requests": self.refused,
+                "now_builds": self.now_builds,
+                "now_build_cpu_seconds": round(self.now_build_cpu, 6),
                 "tracked_keys": len(self.src.memory),
                 "tracked_keys_dropped": self.src.memory.dropped_keys,
             },

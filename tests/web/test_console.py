@@ -191,7 +191,7 @@ def test_thousand_hot_keys_render_and_refreshes_are_recorded(
     feeder = threading.Thread(target=daemon.feed_rate, args=(dict.fromkeys(keys, 40.0), 3.0))
     feeder.start()
     try:
-        page.wait_for("document.querySelectorAll('#now-rows tr').length >= 1000", timeout=15)
+        page.wait_for("document.querySelectorAll('#now-rows > div').length >= 1000", timeout=15)
         n0 = page.eval("__hotkeydPerf.renders")
         page.wait_for(f"__hotkeydPerf.renders >= {n0 + 1}", timeout=5)
     finally:
