@@ -119,11 +119,16 @@ type IdempotencyOptions struct {
 	FailOpen bool
 	// OnError, if set, hears every tolerated or returned Redis failure (for logs, metrics).
 	OnError func(op string, err error)
+	// Store, if set, keeps every final result durably too (see IdempotencyStore): a result
+	// Redis forgot is replayed from it, and a result whose record Redis lost is still
+	// written there, its unique key fencing a second completion.
+	Store IdempotencyStore
 }
 
 // IdempotencyStats counts a guard's answers and troubles.
 type IdempotencyStats struct {
 	New, InProgress, Done, Mismatch, Takeovers, LeaseLost, BadInput, Unavailable, Renewals int64
+	StoreReplays, Duplicates                                                               int64
 }
 
 // IdempotencyGuard is the idempotency guard over a go-redis client. Safe for concurrent use.
@@ -133,6 +138,7 @@ type IdempotencyGuard struct {
 	audit string
 	stats struct {
 		new, inProgress, done, mismatch, takeovers, leaseLost, badInput, unavailable, renewals atomic.Int64
+		storeReplays, duplicates                                                               atomic.Int64
 	}
 }
 
@@ -190,7 +196,8 @@ func (g *IdempotencyGuard) Options() IdempotencyOptions { return g.opt }
 func (g *IdempotencyGuard) Stats() IdempotencyStats {
 	s := &g.stats
 	return IdempotencyStats{s.new.Load(), s.inProgress.Load(), s.done.Load(), s.mismatch.Load(),
-		s.takeovers.Load(), s.leaseLost.Load(), s.badInput.Load(), s.unavailable.Load(), s.renewals.Load()}
+		s.takeovers.Load(), s.leaseLost.Load(), s.badInput.Load(), s.unavailable.Load(), s.renewals.Load(),
+		s.storeReplays.Load(), s.duplicates.Load()}
 }
 
 func (g *IdempotencyGuard) keys(record string) []string {
@@ -234,6 +241,11 @@ func (g *IdempotencyGuard) Begin(ctx context.Context, key string, fingerprint []
 	if err != nil {
 		return BeginResult{}, err
 	}
+	if b.Outcome == New && g.opt.Store != nil {
+		if b, err = g.fromStore(ctx, b); err != nil {
+			return BeginResult{}, err
+		}
+	}
 	switch b.Outcome {
 	case New:
 		g.stats.new.Add(1)
@@ -248,6 +260,39 @@ func (g *IdempotencyGuard) Begin(ctx context.Context, key string, fingerprint []
 		g.stats.mismatch.Add(1)
 	}
 	return b, nil
+}
+
+// Peek returns the final result stored for key and the same fingerprint, read only (one
+// HMGET), or nil when there is none (no record, still running, another request): unlike
+// Begin it never takes a lease. The HTTP middleware reads records of the old unscoped key
+// space with it during the transition window. It needs a client with HMGET (a
+// *redis.Client, *redis.ClusterClient or redis.UniversalClient); with another Scripter it
+// finds nothing.
+func (g *IdempotencyGuard) Peek(ctx context.Context, key string, fingerprint []byte) (*BeginResult, error) {
+	if err := CheckIdempotencyKey(key, g.opt.MaxKeyLength); err != nil {
+		g.stats.badInput.Add(1)
+		return nil, err
+	}
+	h, ok := g.rdb.(interface {
+		HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	})
+	if !ok {
+		return nil, nil
+	}
+	record := g.opt.Namespace.IdempotencyRecord(RecordDigest(g.opt.Scope, key))
+	reply, err := h.HMGet(ctx, record, "st", "fp", "res").Result()
+	if err != nil {
+		return nil, g.tolerate(err, "peek")
+	}
+	st, fp := str(reply[0]), reply[1]
+	if (st != "D" && st != "F") || fp == nil || str(fp) != IdempotencyFingerprint(fingerprint) {
+		return nil, nil
+	}
+	var res []byte
+	if reply[2] != nil {
+		res = []byte(str(reply[2]))
+	}
+	return &BeginResult{Outcome: Done, Result: res, Failed: st == "F"}, nil
 }
 
 func str(v any) string {
@@ -302,8 +347,37 @@ func (g *IdempotencyGuard) tolerate(err error, op string) error {
 	return fmt.Errorf("%w (%s): %w", ErrIdempotencyUnavailable, op, err)
 }
 
+// fromStore: Redis had no record (a New); did it forget a final result the store has?
+func (g *IdempotencyGuard) fromStore(ctx context.Context, b BeginResult) (BeginResult, error) {
+	l := b.Lease
+	stored, err := g.opt.Store.Get(ctx, RecordDigest(g.opt.Scope, l.Key))
+	if err != nil {
+		if !g.opt.FailOpen {
+			g.Abandon(context.WithoutCancel(ctx), l)
+		}
+		return b, g.tolerate(err, "store lookup") // failing open: Redis still guards the key
+	}
+	if stored == nil {
+		return b, nil
+	}
+	g.stats.storeReplays.Add(1)
+	if stored.Fingerprint != l.Fingerprint {
+		g.Abandon(context.WithoutCancel(ctx), l)
+		return BeginResult{Outcome: Mismatch}, nil
+	}
+	st := "D"
+	if stored.Failed {
+		st = "F"
+	}
+	_ = g.writeRedis(ctx, l, stored.Result, st, false) // Redis learns it again
+	return BeginResult{Outcome: Done, Result: stored.Result, Failed: stored.Failed}, nil
+}
+
 // Complete stores result (DONE) and ends the lease. ErrLeaseLost: the lease was taken
-// over or the record is gone; the result is not stored.
+// over, or the record is gone and there is no Store; the result is not stored. With a
+// Store, a result whose record Redis forgot is written to the store anyway (its unique
+// key is then the fence), and ErrDuplicateCompletion says the store holds another
+// completion of the key (the operation ran twice).
 func (g *IdempotencyGuard) Complete(ctx context.Context, l *Lease, result []byte) error {
 	return g.finish(ctx, l, result, "D")
 }
@@ -317,7 +391,38 @@ func (g *IdempotencyGuard) finish(ctx context.Context, l *Lease, result []byte, 
 	if result == nil {
 		result = []byte{}
 	}
-	args := []any{l.Token, st, result, ms(g.opt.TTL), g.maxlen(), ""}
+	if !l.Guarded { // failed open: nothing to fence with
+		return nil
+	}
+	err := g.writeRedis(ctx, l, result, st, false)
+	var lost *LeaseLostError
+	if g.opt.Store == nil || (err != nil && !(errors.As(err, &lost) && lost.Reason == "gone")) {
+		return err // a record taken over by another holder stays refused: that one completes
+	}
+	mine := StoredFinal{Digest: RecordDigest(g.opt.Scope, l.Key), Key: l.Key, Fingerprint: l.Fingerprint,
+		Failed: st == "F", Token: l.Token, Result: result}
+	winner, err := g.opt.Store.Put(ctx, mine)
+	if err != nil {
+		return g.tolerate(err, "store write")
+	}
+	if winner.Token != l.Token {
+		wst := "D"
+		if winner.Failed {
+			wst = "F"
+		}
+		_ = g.writeRedis(ctx, l, winner.Result, wst, true) // gone: Begin reads the store
+		g.stats.duplicates.Add(1)
+		return &DuplicateCompletionError{Key: l.Key, Stored: winner.Result, Failed: winner.Failed}
+	}
+	return nil
+}
+
+func (g *IdempotencyGuard) writeRedis(ctx context.Context, l *Lease, result []byte, st string, repair bool) error {
+	flag := ""
+	if repair {
+		flag = "repair"
+	}
+	args := []any{l.Token, st, result, ms(g.opt.TTL), g.maxlen(), flag}
 	return g.fenced(ctx, scriptIdemComplete, "complete", l, g.keys(l.Record), args)
 }
 

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // IdempotencyPolicy says which requests the HTTP middleware guards, and how. It follows
@@ -26,14 +28,29 @@ import (
 //	Redis down, failing closed         503 Service Unavailable, Retry-After
 //
 // A 5xx, 408, 425 or 429 (or a panic) releases the key: the client's retry runs again.
+// Errors are RFC 9457 problems (application/problem+json) whose type links the docs. A
+// 409's Retry-After is the lower of the holder's remaining lease and the running median
+// of the route's handler time, in whole seconds, at least 1.
 type IdempotencyPolicy struct {
 	// Methods guarded when they carry the header (default POST, PATCH, PUT, DELETE).
 	Methods []string
 	// Required, if set, says which requests must carry a key (400 without one).
 	Required func(*http.Request) bool
-	// User names the caller: keys are separate per user, so one user cannot replay
-	// another's response. Nil: one key space for everybody.
+	// User names the caller (an authenticated user or tenant id): keys are separate
+	// per caller, so one caller cannot replay another's response. Nil: the digest of
+	// the Authorization header names the caller (requests without one share one
+	// anonymous space). The scoped key is the same in every language
+	// (spec/vectors/idempotency.json, "scopes").
 	User func(*http.Request) string
+	// Shared puts every caller in one key space (the old default): a key sent by two
+	// callers is one operation. Only for keys meant to be shared.
+	Shared bool
+	// NoLegacyLookup ends the transition window after the upgrade from the unscoped
+	// default. In the window (the default, with User nil), a first request also looks
+	// up its key in the old unscoped space (one HMGET) and replays a final record of
+	// the same request found there. Set it once the guard's TTL has passed since the
+	// upgrade.
+	NoLegacyLookup bool
 	// Header carrying the key (default "Idempotency-Key").
 	Header string
 	// MaxBody is the largest request body accepted on a guarded request (default 1 MiB).
@@ -42,6 +59,19 @@ type IdempotencyPolicy struct {
 
 // ReplayedHeader marks a replayed response.
 const ReplayedHeader = "Idempotent-Replayed"
+
+// IdempotencyProblemType is the type of the middleware's problem responses: the docs'
+// section (the same in every language).
+const IdempotencyProblemType = "docs/idempotency.md#http-idempotency-key-middleware"
+
+// IdempotencyCaller is the scope of a request's keys: "a" and the digest of its
+// Authorization header, or with a User function "u" and the digest of the user.
+func IdempotencyCaller(authorization string, user *string) string {
+	if user != nil {
+		return "u" + IdempotencyFingerprint([]byte(*user))
+	}
+	return "a" + IdempotencyFingerprint([]byte(authorization))
+}
 
 type leaseCtxKey struct{}
 
@@ -62,6 +92,7 @@ func (g *IdempotencyGuard) Middleware(p IdempotencyPolicy) func(http.Handler) ht
 	if p.MaxBody == 0 {
 		p.MaxBody = 1 << 20
 	}
+	times := &handlerTimes{} // for 409's Retry-After
 	methods := map[string]bool{}
 	if p.Methods == nil {
 		p.Methods = []string{"POST", "PATCH", "PUT", "DELETE"}
@@ -84,8 +115,8 @@ func (g *IdempotencyGuard) Middleware(p IdempotencyPolicy) func(http.Handler) ht
 				next.ServeHTTP(w, r)
 				return
 			}
-			if len(raw) > 1 {
-				writeResponse(w, errorResponse(http.StatusBadRequest, "more than one "+p.Header, -1))
+			if len(raw) > 1 || severalKeys(raw[0]) {
+				writeResponse(w, errorResponse(http.StatusBadRequest, "send one "+p.Header+" header, not several", -1))
 				return
 			}
 			key := unquote(raw[0])
@@ -93,8 +124,17 @@ func (g *IdempotencyGuard) Middleware(p IdempotencyPolicy) func(http.Handler) ht
 				writeResponse(w, errorResponse(http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrIdempotencyKey.Error()+": "), -1))
 				return
 			}
-			if p.User != nil {
-				key = "u" + IdempotencyFingerprint([]byte(p.User(r))) + ":" + key
+			legacy := ""
+			switch {
+			case p.Shared:
+			case p.User != nil:
+				u := p.User(r)
+				key = IdempotencyCaller("", &u) + ":" + key
+			default:
+				if !p.NoLegacyLookup {
+					legacy = key
+				}
+				key = IdempotencyCaller(r.Header.Get("Authorization"), nil) + ":" + key
 			}
 			body, err := io.ReadAll(io.LimitReader(r.Body, p.MaxBody+1))
 			if err != nil {
@@ -116,15 +156,82 @@ func (g *IdempotencyGuard) Middleware(p IdempotencyPolicy) func(http.Handler) ht
 				return
 			}
 			if b.Outcome != New {
-				writeResponse(w, refusal(b))
+				writeResponse(w, refusal(b, times.median(r.URL.Path)))
 				return
 			}
-			g.run(w, r, next, b.Lease, body)
+			if legacy != "" && !b.Takeover {
+				old, err := g.Peek(r.Context(), legacy, fp)
+				if err != nil {
+					g.Abandon(context.WithoutCancel(r.Context()), b.Lease)
+					writeResponse(w, errorResponse(http.StatusServiceUnavailable, "idempotency check unavailable, retry later", 1))
+					return
+				}
+				if old != nil { // written before per-caller scopes: still replayed
+					g.Abandon(context.WithoutCancel(r.Context()), b.Lease)
+					writeResponse(w, refusal(*old, -1))
+					return
+				}
+			}
+			started := time.Now()
+			g.run(w, r, next, b.Lease, body, func() { times.add(r.URL.Path, time.Since(started)) })
 		})
 	}
 }
 
-func (g *IdempotencyGuard) run(w http.ResponseWriter, r *http.Request, next http.Handler, l *Lease, body []byte) {
+// severalKeys: a comma outside a quoted string is two field lines combined, or a list;
+// refused, or one of them would silently win.
+func severalKeys(raw string) bool {
+	quoted := false
+	for _, c := range raw {
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case c == ',' && !quoted:
+			return true
+		}
+	}
+	return false
+}
+
+// handlerTimes keeps a running median of each route's handler time (the last 51 runs),
+// for 409's Retry-After.
+type handlerTimes struct {
+	mu     sync.Mutex
+	byPath map[string][]time.Duration
+}
+
+const handlerTimesWindow = 51
+
+func (t *handlerTimes) add(path string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byPath == nil {
+		t.byPath = map[string][]time.Duration{}
+	}
+	s := append(t.byPath[path], d)
+	if len(s) > handlerTimesWindow {
+		s = s[len(s)-handlerTimesWindow:]
+	}
+	t.byPath[path] = s
+}
+
+// median in seconds, or -1 with no run yet.
+func (t *handlerTimes) median(path string) float64 {
+	t.mu.Lock()
+	s := append([]time.Duration(nil), t.byPath[path]...)
+	t.mu.Unlock()
+	if len(s) == 0 {
+		return -1
+	}
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2].Seconds()
+	}
+	return (s[n/2-1] + s[n/2]).Seconds() / 2
+}
+
+func (g *IdempotencyGuard) run(w http.ResponseWriter, r *http.Request, next http.Handler, l *Lease, body []byte, timed func()) {
 	ctx, ka := g.KeepAlive(context.WithValue(r.Context(), leaseCtxKey{}, l), l, 0)
 	r2 := r.WithContext(ctx)
 	r2.Body = io.NopCloser(bytes.NewReader(body))
@@ -139,6 +246,7 @@ func (g *IdempotencyGuard) run(w http.ResponseWriter, r *http.Request, next http
 	}()
 	next.ServeHTTP(rec, r2)
 	ended = true
+	timed()
 	ka.Stop()
 	resp := rec.response()
 	bg := context.WithoutCancel(r.Context()) // the outcome is recorded even if the client left
@@ -148,6 +256,8 @@ func (g *IdempotencyGuard) run(w http.ResponseWriter, r *http.Request, next http
 		kind := "IdempotencyUnavailable"
 		if errors.Is(err, ErrLeaseLost) {
 			kind = "LeaseLostError"
+		} else if errors.Is(err, ErrDuplicateCompletion) {
+			kind = "DuplicateCompletionError"
 		}
 		resp.Headers = append(resp.Headers, [2]string{"Idempotency-Warning", "not recorded: " + kind})
 	}
@@ -207,7 +317,9 @@ func decodeResponse(raw []byte) (storedResponse, error) {
 	return r, nil
 }
 
-func refusal(b BeginResult) storedResponse {
+// refusal answers a begin that is not New. expected: the route's median handler time in
+// seconds (< 0: none yet); a 409 says to retry after the lower of it and the lease left.
+func refusal(b BeginResult, expected float64) storedResponse {
 	switch b.Outcome {
 	case Done:
 		r, err := decodeResponse(b.Result)
@@ -217,15 +329,35 @@ func refusal(b BeginResult) storedResponse {
 		r.Headers = append(r.Headers, [2]string{ReplayedHeader, "true"})
 		return r
 	case InProgress:
-		return errorResponse(http.StatusConflict, "a request with this Idempotency-Key is still being processed", b.RetryAfter.Seconds())
+		wait := b.RetryAfter.Seconds()
+		if expected >= 0 && expected < wait {
+			wait = expected
+		}
+		return errorResponse(http.StatusConflict, "a request with this Idempotency-Key is still being processed", wait)
 	}
 	return errorResponse(http.StatusUnprocessableEntity, "this Idempotency-Key was used with a different request")
 }
 
-// errorResponse: a small JSON error; retryAfter < 0 sends no Retry-After.
+// problemTitles are the titles of the middleware's problems (RFC 9110's names, as every language).
+var problemTitles = map[int]string{
+	400: "Bad Request", 409: "Conflict", 413: "Content Too Large",
+	422: "Unprocessable Content", 500: "Internal Server Error", 503: "Service Unavailable",
+}
+
+// errorResponse: an RFC 9457 problem whose type links the docs; retryAfter < 0 sends no
+// Retry-After.
 func errorResponse(status int, msg string, retryAfter ...float64) storedResponse {
-	body, _ := json.Marshal(map[string]string{"error": msg})
-	h := [][2]string{{"content-type", "application/json"}, {"content-length", strconv.Itoa(len(body))}}
+	title, ok := problemTitles[status]
+	if !ok {
+		title = "Error"
+	}
+	body, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{IdempotencyProblemType, title, status, msg})
+	h := [][2]string{{"content-type", "application/problem+json"}, {"content-length", strconv.Itoa(len(body))}}
 	if len(retryAfter) > 0 && retryAfter[0] >= 0 {
 		h = append(h, [2]string{"retry-after", strconv.Itoa(max(1, int(math.Ceil(retryAfter[0]))))})
 	}

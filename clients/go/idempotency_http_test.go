@@ -1,10 +1,13 @@
 package hotkeyd
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,4 +123,119 @@ func TestIdemMiddlewareRedisDown(t *testing.T) {
 	if r.StatusCode != 503 || r.Header.Get("Retry-After") != "1" || ran {
 		t.Fatal(r.StatusCode, ran)
 	}
+}
+
+// TestIdemHTTPVectors: the caller scopes, problem bodies and Retry-After of
+// spec/vectors/idempotency.json ("http"), the same in every language.
+func TestIdemHTTPVectors(t *testing.T) {
+	v, _ := loadIdemVectors(t)
+	for _, s := range v.HTTP.Scopes {
+		auth := ""
+		if s.Authorization != nil {
+			auth = *s.Authorization
+		}
+		scoped := IdempotencyCaller(auth, s.User) + ":" + s.Key
+		if scoped != s.ScopedKey || (Namespace{}).IdempotencyRecord(RecordDigest("", scoped)) != s.Record {
+			t.Errorf("scope of %+v: %s", s, scoped)
+		}
+	}
+	for _, p := range v.HTTP.Problems {
+		r := errorResponse(p.Status, p.Detail, -1)
+		var got map[string]any
+		if err := json.Unmarshal(r.Body, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"type": v.HTTP.ProblemType, "title": p.Title, "status": float64(p.Status), "detail": p.Detail}
+		if !reflect.DeepEqual(got, want) || r.Headers[0] != [2]string{"content-type", v.HTTP.ContentType} {
+			t.Errorf("problem %d: %v %v", p.Status, got, r.Headers)
+		}
+	}
+	for _, c := range v.HTTP.RetryAfter {
+		median := -1.0
+		if c.MedianMs != nil {
+			median = *c.MedianMs / 1000
+		}
+		r := refusal(BeginResult{Outcome: InProgress, RetryAfter: time.Duration(c.LeaseLeftMs) * time.Millisecond}, median)
+		if got := r.Headers[len(r.Headers)-1]; got != [2]string{"retry-after", c.RetryAfter} {
+			t.Errorf("retry-after of %+v: %v", c, got)
+		}
+	}
+}
+
+// TestIdemMiddlewareCallerScope: by default the Authorization header scopes keys (Bob
+// reusing Alice's key runs his own order), records of the unscoped default still replay
+// (the transition window), errors are problems, a comma-joined key is refused, and a
+// 409's Retry-After follows the route's median handler time, not the 10 s lease.
+func TestIdemMiddlewareCallerScope(t *testing.T) {
+	srv := startRedis(t)
+	g, _ := NewIdempotencyGuard(srv.Client(t), IdempotencyOptions{Lease: 10 * time.Second, TTL: time.Minute})
+	var runs atomic.Int64
+	slowStarted := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "slow") {
+			slowStarted <- struct{}{}
+			time.Sleep(600 * time.Millisecond)
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"run":%d}`, n)
+	})
+	ts := httptest.NewServer(g.Middleware(IdempotencyPolicy{})(h))
+	defer ts.Close()
+	shared := httptest.NewServer(g.Middleware(IdempotencyPolicy{Shared: true})(h))
+	defer shared.Close()
+	url := ts.URL + "/order"
+	alice, bob := []string{"Authorization", "Bearer alice"}, []string{"Authorization", "Bearer bob"}
+
+	_, a1 := post(t, url, "k1", "a", alice...)
+	r2, a2 := post(t, url, "k1", "a", alice...)
+	if a2 != a1 || r2.Header.Get(ReplayedHeader) != "true" {
+		t.Fatal("alice's retry:", a1, a2)
+	}
+	if _, b := post(t, url, "k1", "a", bob...); b == a1 {
+		t.Fatal("bob got alice's response:", b)
+	}
+	if _, anon := post(t, url, "k1", "a"); anon == a1 {
+		t.Fatal("no Authorization got alice's response:", anon)
+	}
+	_, s1 := post(t, shared.URL+"/order", "k2", "a", alice...)
+	if _, s2 := post(t, shared.URL+"/order", "k2", "a", bob...); s2 != s1 {
+		t.Fatal("a shared key space replays for everybody:", s1, s2)
+	}
+
+	// A record of the unscoped default (written before the upgrade) still replays.
+	ctx := context.Background()
+	fp := []byte(IdempotencyFingerprint([]byte("POST"), []byte("/order"), []byte(""), []byte("a")))
+	old, _ := g.Begin(ctx, "legacy", fp)
+	if err := g.Complete(ctx, old.Lease, encodeResponse(storedResponse{Status: 201, Body: []byte("before the upgrade")})); err != nil {
+		t.Fatal(err)
+	}
+	before := runs.Load()
+	if r, b := post(t, url, "legacy", "a", alice...); b != "before the upgrade" || r.Header.Get(ReplayedHeader) != "true" || runs.Load() != before {
+		t.Fatal("legacy record:", r.StatusCode, b)
+	}
+
+	// Problems, with the same type and detail as every other middleware.
+	r, body := post(t, url, "k1", "other", alice...)
+	var p map[string]any
+	_ = json.Unmarshal([]byte(body), &p)
+	if r.StatusCode != 422 || r.Header.Get("Content-Type") != "application/problem+json" ||
+		p["type"] != IdempotencyProblemType || p["detail"] != "this Idempotency-Key was used with a different request" {
+		t.Fatal("422:", r.StatusCode, r.Header, body)
+	}
+	if r, body := post(t, url, `"k3", "k4"`, "a", alice...); r.StatusCode != 400 || !strings.Contains(body, "send one Idempotency-Key header, not several") {
+		t.Fatal("comma-joined keys:", r.StatusCode, body)
+	}
+
+	// Retry-After: the median of the route's runs (0.6 s), not the 10 s lease.
+	post(t, url, "k5", "slow", alice...)
+	<-slowStarted
+	done := make(chan struct{})
+	go func() { defer close(done); post(t, url, "k6", "slow", alice...) }()
+	<-slowStarted
+	if r, _ := post(t, url, "k6", "slow", alice...); r.StatusCode != 409 || r.Header.Get("Retry-After") != "1" {
+		t.Fatal("409 while running:", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	<-done
 }

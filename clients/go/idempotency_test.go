@@ -29,6 +29,27 @@ type idemVectors struct {
 		Name  string           `json:"name"`
 		Steps []map[string]any `json:"steps"`
 	} `json:"cases"`
+	HTTP struct {
+		ProblemType string `json:"problem_type"`
+		ContentType string `json:"content_type"`
+		Scopes      []struct {
+			Authorization *string `json:"authorization"`
+			User          *string `json:"user"`
+			Key           string  `json:"key"`
+			ScopedKey     string  `json:"scoped_key"`
+			Record        string  `json:"record"`
+		} `json:"scopes"`
+		Problems []struct {
+			Status int    `json:"status"`
+			Title  string `json:"title"`
+			Detail string `json:"detail"`
+		} `json:"problems"`
+		RetryAfter []struct {
+			LeaseLeftMs int64    `json:"lease_left_ms"`
+			MedianMs    *float64 `json:"median_ms"`
+			RetryAfter  string   `json:"retry_after"`
+		} `json:"retry_after"`
+	} `json:"http"`
 }
 
 func loadIdemVectors(t *testing.T) (idemVectors, []map[string]any) {

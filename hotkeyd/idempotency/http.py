@@ -31,7 +31,6 @@ import math
 import statistics
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Generic, TypeVar
 
 from hotkeyd.idempotency.errors import IdempotencyError, IdempotencyKeyError
@@ -251,15 +250,26 @@ def replay(raw: bytes) -> Response:
 
 
 PROBLEM_TYPE = "docs/idempotency.md#http-idempotency-key-middleware"  # the docs' section
+# RFC 9110's names, fixed here (HTTPStatus's phrases change between Python versions), the
+# same in every language (spec/vectors/idempotency.json, "http").
+_TITLES = {
+    400: "Bad Request",
+    409: "Conflict",
+    413: "Content Too Large",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 def error_response(status: int, message: str, retry_after: float | None = None) -> Response:
     """An RFC 9457 problem (``application/problem+json``) whose ``type`` links the docs."""
-    try:
-        title = HTTPStatus(status).phrase
-    except ValueError:
-        title = "Error"
-    problem = {"type": PROBLEM_TYPE, "title": title, "status": status, "detail": message}
+    problem = {
+        "type": PROBLEM_TYPE,
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": message,
+    }
     body = json.dumps(problem).encode()
     headers: Headers = [
         ("content-type", "application/problem+json"),

@@ -5,13 +5,22 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hotkeyd.idempotency.schemes import ConsumedMessages, Moved, insert_or_existing, transition
+from hotkeyd.errors import ConfigError
+from hotkeyd.idempotency.schemes import (
+    ConsumedMessages,
+    Moved,
+    insert_or_existing,
+    locked_row,
+    transition,
+)
 from hotkeyd.testing import PostgresServer
 
 WORKER = str(Path(__file__).with_name("consumer_worker.py"))
@@ -176,3 +185,60 @@ def test_a_duplicate_key_answers_the_existing_row(db: tuple[str, str]) -> None:
     conn.rollback()
     assert q(conn, "SELECT COUNT(*) FROM payments") == [(2,)]
     conn.close()
+
+
+# pessimistic lock ----------------------------------------------------------------------
+
+
+def _pay(db: tuple[str, str], barrier: threading.Barrier, lock: bool) -> None:
+    """One worker paying order 1: lock it (or only read it), check, pay if RESERVED."""
+    conn = connect(db)
+    try:
+        barrier.wait(timeout=10)
+        if lock:
+            with locked_row(conn, "orders", 1) as order:
+                assert order is not None
+                if order["state"] == "RESERVED":
+                    time.sleep(0.3)  # the other worker is waiting meanwhile
+                    q(conn, "UPDATE orders SET state = 'PAID' WHERE id = 1")
+                    q(conn, "INSERT INTO charges (order_id) VALUES (1)")
+            return
+        (state,) = q(conn, "SELECT state FROM orders WHERE id = 1")[0]
+        if state == "RESERVED":  # the check-then-act race the lock exists for
+            time.sleep(0.3)
+            q(conn, "UPDATE orders SET state = 'PAID' WHERE id = 1")
+            q(conn, "INSERT INTO charges (order_id) VALUES (1)")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("lock", [True, False], ids=["locked", "unlocked"])
+def test_two_concurrent_workers_pay_once_under_the_lock(orders: Any, db: Any, lock: bool) -> None:
+    """Two workers at once: under locked_row exactly one charge; with a plain read (the
+    control, proving the race is real) both charge."""
+    q(orders, "CREATE TABLE charges (order_id INTEGER NOT NULL)")
+    orders.commit()
+    barrier = threading.Barrier(2)
+    workers = [threading.Thread(target=_pay, args=(db, barrier, lock)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=30)
+    assert q(orders, "SELECT COUNT(*) FROM charges")[0][0] == (1 if lock else 2)
+    orders.commit()
+
+
+def test_locked_row_rolls_back_on_error_and_owns_its_transaction(orders: Any) -> None:
+    with pytest.raises(RuntimeError, match="declined"), locked_row(orders, "orders", 1) as o:
+        assert o is not None and o["state"] == "RESERVED" and o["version"] == 3
+        q(orders, "UPDATE orders SET state = 'PAID' WHERE id = 1")
+        raise RuntimeError("declined")
+    assert q(orders, "SELECT state FROM orders")[0][0] == "RESERVED"  # rolled back
+    orders.commit()
+    with locked_row(orders, "orders", 99) as missing:
+        assert missing is None
+    q(orders, "UPDATE orders SET version = 4 WHERE id = 1")  # a transaction left open
+    with pytest.raises(ConfigError, match="own transaction"), locked_row(orders, "orders", 1):
+        pass
+    orders.rollback()

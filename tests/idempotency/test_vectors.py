@@ -19,7 +19,9 @@ from redis.retry import Retry
 
 from hotkeyd.idempotency import IdempotencyGuard, IdempotencyNames, Lease, Outcome
 from hotkeyd.idempotency.errors import IdempotencyKeyError, IdempotencyUnavailable, LeaseLostError
+from hotkeyd.idempotency.http import HttpPolicy, Request, error_response, refusal
 from hotkeyd.idempotency.keys import fingerprint, record_digest
+from hotkeyd.idempotency.outcome import Begin
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer, free_port
 
@@ -44,6 +46,37 @@ def test_fingerprint_digests(v: dict[str, Any]) -> None:
 def test_record_names(v: dict[str, Any]) -> None:
     names = IdempotencyNames(v["prefix"])
     assert names.record(record_digest(v["scope"], v["key"])) == v["record"]
+
+
+HTTP = VECTORS["http"]
+
+
+@pytest.mark.parametrize("v", HTTP["scopes"], ids=lambda v: v["scoped_key"][:12])
+def test_http_caller_scopes(v: dict[str, Any]) -> None:
+    headers = {"idempotency-key": v["key"], "authorization": "Bearer someone-else"}
+    if "authorization" in v:
+        headers["authorization"] = v["authorization"]
+    elif "user" not in v:
+        del headers["authorization"]
+    policy = HttpPolicy() if "user" not in v else HttpPolicy(user=lambda _r: v["user"])
+    scoped = policy.key_of(Request("POST", "/order", headers))
+    assert scoped is not None and scoped == v["scoped_key"]
+    assert IdempotencyNames().record(record_digest("", scoped)) == v["record"]
+
+
+@pytest.mark.parametrize("v", HTTP["problems"], ids=lambda v: str(v["status"]))
+def test_http_problems(v: dict[str, Any]) -> None:
+    r = error_response(v["status"], v["detail"])
+    assert dict(r.headers)["content-type"] == HTTP["content_type"]
+    want = {"type": HTTP["problem_type"], "title": v["title"], "status": v["status"]}
+    assert json.loads(r.body) == {**want, "detail": v["detail"]}
+
+
+@pytest.mark.parametrize("v", HTTP["retry_after"], ids=lambda v: str(v["median_ms"]))
+def test_http_retry_after(v: dict[str, Any]) -> None:
+    busy = Begin(Outcome.IN_PROGRESS, retry_after=v["lease_left_ms"] / 1000)
+    median = None if v["median_ms"] is None else v["median_ms"] / 1000
+    assert dict(refusal(busy, median).headers)["retry-after"] == v["retry_after"]
 
 
 def _guard(client: redis.Redis, case: dict[str, Any], scope: str) -> IdempotencyGuard:

@@ -7,8 +7,10 @@ They share nothing but the Lua scripts of spec/lua and the records those write, 
 proves the records, fingerprints, fencing tokens and lease semantics agree.
 
 Over HTTP, the same order API runs behind each language's middleware (Go ``net/http``,
-Node ``node:http``, Java's servlet filter in Jetty, Python's WSGI middleware): a response
-one stores replays byte for byte from every other, and the order runs once.
+Node ``node:http``, Java's servlet filter in Jetty, Python's WSGI middleware), each with its
+default per-caller scope (the digest of the Authorization header): a response one stores
+replays byte for byte from every other for the same caller, never for another caller, and
+the order runs once.
 
 Cost: about 21 s, of which 4 s are the tests and the rest the Go, Node and Java builds
 (the Maven build is shared with the other interop tests of a session only in part).
@@ -241,7 +243,7 @@ def _python_app(url: str, prefix: str) -> Any:
         return [out]
 
     guard = IdempotencyGuard(r, namespace=Namespace(prefix), lease=10)
-    policy = HttpPolicy(required={"/order"}, user=lambda req: req.headers.get("x-user", ""))
+    policy = HttpPolicy(required={"/order"})  # keys scoped by the Authorization header
     return IdempotencyWSGIMiddleware(orders, guard, policy)
 
 
@@ -291,7 +293,11 @@ def _post(port: int, key: str, body: str, user: str = "alice") -> tuple[int, dic
             "POST",
             "/order",
             body=body.encode(),
-            headers={"Idempotency-Key": key, "X-User": user, "Content-Type": "application/json"},
+            headers={
+                "Idempotency-Key": key,
+                "Authorization": f"Bearer {user}",
+                "Content-Type": "application/json",
+            },
         )
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()

@@ -10,7 +10,7 @@ const { values } = parseArgs({
 });
 const redis = new Redis(values.url!);
 const guard = new IdempotencyGuard(redis, { leaseMs: 10_000, namespace: new Namespace(values.prefix!) });
-const mw = idempotency(guard, { required: (req) => req.url === "/order", user: (req) => String(req.headers["x-user"] ?? "") });
+const mw = idempotency(guard, { required: (req) => req.url === "/order" }); // keys scoped by the Authorization header
 
 const server = createServer((req, res) => {
   mw(req, res, async (err?: unknown) => {

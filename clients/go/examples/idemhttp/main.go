@@ -3,7 +3,8 @@
 // middleware must replay byte for byte from another's.
 //
 // POST /order counts an order in Redis (INCR <prefix>:orders) and answers 201 with
-// {"order": n, "lang": "go", "request": <body>}. Keys are separate per X-User.
+// {"order": n, "lang": "go", "request": <body>}. Keys are separate per caller (the
+// Authorization header, the default scope).
 // Prints {"event":"ready"} once listening.
 package main
 
@@ -48,7 +49,6 @@ func main() {
 	})
 	mw := guard.Middleware(hotkeyd.IdempotencyPolicy{
 		Required: func(r *http.Request) bool { return r.URL.Path == "/order" },
-		User:     func(r *http.Request) string { return r.Header.Get("X-User") },
 	})
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))
 	if err != nil {

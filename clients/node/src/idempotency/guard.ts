@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import type { Cluster, Redis } from "ioredis";
 import { Namespace } from "../wire.js";
 import { checkKey, fingerprint, recordDigest } from "./keys.js";
+import { DuplicateCompletionError, type IdempotencyStore, type StoredFinal } from "./store.js";
 
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "lua");
 
@@ -105,11 +106,19 @@ export interface IdempotencyOptions {
   onError?: "closed" | "open";
   /** hears every Redis failure (logs, metrics) */
   onRedisError?: (op: string, err: unknown) => void;
+  /**
+   * keeps every final result durably too (see store.ts): a result Redis forgot is replayed
+   * from it, and a result whose record Redis lost is still written there, its unique key
+   * fencing a second completion (DuplicateCompletionError)
+   */
+  store?: IdempotencyStore;
 }
 
 export interface IdempotencyStats {
   new: number; inProgress: number; done: number; mismatch: number; takeovers: number;
   leaseLost: number; badInput: number; unavailable: number; renewals: number;
+  /** begin answered from the durable store; completions its unique key refused */
+  storeReplays: number; duplicates: number;
 }
 
 type Reply = unknown[];
@@ -125,9 +134,10 @@ export class IdempotencyGuard {
   readonly maxKeyLength: number;
   readonly onError: "closed" | "open";
   readonly stats: IdempotencyStats = {
-    new: 0, inProgress: 0, done: 0, mismatch: 0, takeovers: 0, leaseLost: 0, badInput: 0, unavailable: 0, renewals: 0,
+    new: 0, inProgress: 0, done: 0, mismatch: 0, takeovers: 0, leaseLost: 0, badInput: 0, unavailable: 0, renewals: 0, storeReplays: 0, duplicates: 0,
   };
   private readonly onRedisError?: (op: string, err: unknown) => void;
+  readonly store?: IdempotencyStore;
 
   constructor(readonly client: Redis | Cluster, options: IdempotencyOptions = {}) {
     this.leaseMs = options.leaseMs ?? 30_000;
@@ -138,6 +148,7 @@ export class IdempotencyGuard {
     this.maxKeyLength = options.maxKeyLength ?? 1024;
     this.onError = options.onError ?? "closed";
     this.onRedisError = options.onRedisError;
+    this.store = options.store;
     if (!(this.leaseMs >= 1 && this.leaseMs <= 365 * 86400_000)) throw new RangeError(`leaseMs must be 1 ms .. 1 year, got ${this.leaseMs}`);
     if (!(this.ttlMs >= this.leaseMs)) {
       throw new RangeError(`ttlMs (${this.ttlMs}) must be >= leaseMs (${this.leaseMs}): a record must outlive its lease, or a slow holder's retry runs twice`);
@@ -196,9 +207,12 @@ export class IdempotencyGuard {
     const kind = s(reply[0]);
     if (kind === "new") {
       const takeover = s(reply[2]) === "takeover";
+      const lease = { key, record, token: BigInt(s(reply[1])), fingerprint: f, guarded: true };
+      const fromStore = this.store ? await this.fromStore(this.store, lease) : null;
+      if (fromStore) return fromStore;
       this.stats.new++;
       if (takeover) this.stats.takeovers++;
-      return { outcome: "new", lease: { key, record, token: BigInt(s(reply[1])), fingerprint: f, guarded: true }, failed: false, retryAfterMs: 0, takeover };
+      return { outcome: "new", lease, failed: false, retryAfterMs: 0, takeover };
     }
     if (kind === "busy") {
       this.stats.inProgress++;
@@ -216,7 +230,55 @@ export class IdempotencyGuard {
     throw new Error(`unexpected reply from the begin script: ${reply.map(s).join(" ")}`);
   }
 
-  /** Store `result` (DONE) and end the lease. Throws LeaseLostError if it was taken over. */
+  /**
+   * The final result stored for `key` and the same fingerprint, read only (one HMGET), or
+   * null when there is none (no record, still running, another request): unlike begin it
+   * never takes a lease. The HTTP middleware reads records of the old unscoped key space
+   * with it during the transition window.
+   */
+  async peek(key: string, fp: Buffer | string = ""): Promise<BeginResult | null> {
+    checkKey(key, this.maxKeyLength);
+    let reply: (Buffer | null)[];
+    try {
+      reply = await this.client.hmgetBuffer(this.recordOf(key), "st", "fp", "res");
+    } catch (err) {
+      this.tolerate(err, "peek");
+      return null;
+    }
+    const [st, recFp, res] = reply.map((b) => (b === null ? null : b));
+    const state = st?.toString("latin1");
+    if ((state !== "D" && state !== "F") || recFp === null || recFp.toString("latin1") !== fingerprint(fp)) return null;
+    return { outcome: "done", result: res ?? Buffer.alloc(0), failed: state === "F", retryAfterMs: 0, takeover: false };
+  }
+
+  /** Redis had no record (a "new"): did it forget a final result the store has? */
+  private async fromStore(store: IdempotencyStore, lease: Lease): Promise<BeginResult | null> {
+    let stored: StoredFinal | null;
+    try {
+      stored = await store.get(recordDigest(this.scope, lease.key));
+    } catch (err) {
+      if (this.onError === "closed") await this.abandon(lease);
+      this.tolerate(err, "store lookup");
+      return null; // failing open: Redis still guards the key
+    }
+    if (stored === null) return null;
+    this.stats.storeReplays++;
+    if (stored.fingerprint !== lease.fingerprint) {
+      await this.abandon(lease);
+      this.stats.mismatch++;
+      return { outcome: "mismatch", failed: false, retryAfterMs: 0, takeover: false };
+    }
+    await this.writeRedis(lease, stored.result, stored.failed ? "F" : "D", false).catch(() => undefined); // Redis learns it again
+    this.stats.done++;
+    return { outcome: "done", result: stored.result, failed: stored.failed, retryAfterMs: 0, takeover: false };
+  }
+
+  /**
+   * Store `result` (DONE) and end the lease. Throws LeaseLostError if it was taken over, or
+   * if the record is gone and there is no store; with a store, a result whose record Redis
+   * lost is written to the store anyway (its unique key is the fence), and
+   * DuplicateCompletionError says the store holds another completion of the key.
+   */
   complete(lease: Lease, result: Buffer | string = ""): Promise<void> {
     return this.finish(lease, result, "D");
   }
@@ -226,9 +288,31 @@ export class IdempotencyGuard {
     return this.finish(lease, result, "F");
   }
 
-  private finish(lease: Lease, result: Buffer | string, st: string): Promise<void> {
+  private async finish(lease: Lease, result: Buffer | string, st: "D" | "F"): Promise<void> {
     const res = typeof result === "string" ? Buffer.from(result, "utf8") : result;
-    return this.fenced(COMPLETE, "complete", lease, this.keys(lease.record), [lease.token.toString(), st, res, Math.round(this.ttlMs), this.auditMaxLen, ""]);
+    const store = this.store;
+    if (!store || !lease.guarded) return this.writeRedis(lease, res, st, false);
+    try {
+      await this.writeRedis(lease, res, st, false);
+    } catch (err) {
+      if (!(err instanceof LeaseLostError && err.reason === "gone")) throw err; // taken over: that holder completes
+    }
+    let winner: StoredFinal;
+    try {
+      winner = await store.put({ digest: recordDigest(this.scope, lease.key), key: lease.key, fingerprint: lease.fingerprint, failed: st === "F", token: lease.token, result: res });
+    } catch (err) {
+      this.tolerate(err, "store write");
+      return;
+    }
+    if (winner.token !== lease.token) {
+      await this.writeRedis(lease, winner.result, winner.failed ? "F" : "D", true).catch(() => undefined); // gone: begin reads the store
+      this.stats.duplicates++;
+      throw new DuplicateCompletionError(lease.key, winner);
+    }
+  }
+
+  private writeRedis(lease: Lease, res: Buffer, st: "D" | "F", repair: boolean): Promise<void> {
+    return this.fenced(COMPLETE, "complete", lease, this.keys(lease.record), [lease.token.toString(), st, res, Math.round(this.ttlMs), this.auditMaxLen, repair ? "repair" : ""]);
   }
 
   /** Renew the lease for `ms` (default: the configured lease) from now. */

@@ -1,7 +1,7 @@
 /**
  * Connect-style `(req, res, next)` middleware honouring the Idempotency-Key header (IETF
- * draft "The Idempotency-Key HTTP Header Field"), for Express, plain `node:http`, and
- * Fastify through `@fastify/middie`. No framework is imported. The answers are those of
+ * draft "The Idempotency-Key HTTP Header Field"), for Express and plain `node:http` (Fastify:
+ * `fastifyIdempotency` in fastify.ts). No framework is imported. The answers are those of
  * the Python, Go and Java middleware (docs/idempotency.md, "HTTP"):
  *
  *   first request with a key           the handler's response (stored when final)
@@ -12,26 +12,19 @@
  *   Redis down, failing closed         503 Service Unavailable, Retry-After
  *
  * A 5xx, 408, 425 or 429 releases the key, so the client's retry runs again. The lease is
- * renewed while the handler runs, and the renewal stops when the response ends.
+ * renewed while the handler runs, and the renewal stops when the response ends. Keys are
+ * scoped by caller (the Authorization header's digest, or `user`); errors are RFC 9457
+ * problems; a 409's Retry-After is the lower of the lease left and the route's median time.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { IdempotencyGuard, LeaseLostError, type Lease } from "./guard.js";
-import { checkKey, fingerprint, IdempotencyKeyError, MAX_KEY_HEADER } from "./keys.js";
+import { IdempotencyGuard, type Lease } from "./guard.js";
+import { IdempotencyKeyError } from "./keys.js";
+import { errorResponse, HandlerTimes, isFinal, keyOf, refusal, requestFingerprint, encodeResponse, warning, type Headers, type IdempotencyPolicy as Policy, type KeyOf, type Stored } from "./http.js";
 
-export const REPLAYED_HEADER = "Idempotent-Replayed";
+export { decodeResponse, encodeResponse, PROBLEM_TYPE, REPLAYED_HEADER } from "./http.js";
 
-export interface IdempotencyPolicy {
-  /** methods guarded when they carry the header (POST, PATCH, PUT, DELETE) */
-  methods?: string[];
-  /** requests that must carry a key (400 without one) */
-  required?: (req: IncomingMessage) => boolean;
-  /** the caller's identity: keys are separate per user (one user cannot replay another's response) */
-  user?: (req: IncomingMessage) => string;
-  /** the header carrying the key ("Idempotency-Key") */
-  header?: string;
-  /** largest request body accepted on a guarded request (1 MiB) */
-  maxBody?: number;
-}
+/** Which requests the Express / node:http middleware guards, and how (see http.ts). */
+export type IdempotencyPolicy = Policy<IncomingMessage>;
 
 /** What the middleware adds to a guarded request. */
 export interface GuardedRequest extends IncomingMessage {
@@ -44,25 +37,6 @@ export interface GuardedRequest extends IncomingMessage {
 }
 
 type Next = (err?: unknown) => void;
-type Headers = [string, string][];
-interface Stored {
-  s: number;
-  h: Headers;
-  body: Buffer;
-}
-
-/** Status and headers as one JSON line, then the body bytes (the format every client stores). */
-export function encodeResponse(r: Stored): Buffer {
-  return Buffer.concat([Buffer.from(JSON.stringify({ s: r.s, h: r.h }), "latin1"), Buffer.from("\n"), r.body]);
-}
-
-export function decodeResponse(raw: Buffer): Stored {
-  const nl = raw.indexOf(0x0a);
-  const head = JSON.parse(raw.subarray(0, nl < 0 ? raw.length : nl).toString("latin1")) as { s: number; h: [string, string][] };
-  return { s: Number(head.s), h: head.h.map(([k, v]) => [String(k), String(v)]), body: nl < 0 ? Buffer.alloc(0) : raw.subarray(nl + 1) };
-}
-
-const isFinal = (status: number) => status < 500 && ![408, 425, 429].includes(status);
 
 function send(res: ServerResponse, r: Stored): void {
   const grouped = new Map<string, string[]>();
@@ -72,16 +46,9 @@ function send(res: ServerResponse, r: Stored): void {
   res.end(r.body);
 }
 
-function errorResponse(status: number, message: string, retryAfterS?: number): Stored {
-  const body = Buffer.from(JSON.stringify({ error: message }));
-  const h: Headers = [["content-type", "application/json"], ["content-length", String(body.length)]];
-  if (retryAfterS !== undefined) h.push(["retry-after", String(Math.max(1, Math.ceil(retryAfterS)))]);
-  return { s: status, h, body };
-}
-
-function unquote(raw: string): string {
-  const t = raw.trim();
-  return t.length >= 2 && t.startsWith('"') && t.endsWith('"') ? t.slice(1, -1) : t;
+/** The header's field lines, one per line as received. */
+export function headerLines(req: IncomingMessage, lower: string): string[] | undefined {
+  return req.headersDistinct?.[lower] ?? (req.headers[lower] === undefined ? undefined : [String(req.headers[lower])]);
 }
 
 async function readBody(req: GuardedRequest, limit: number): Promise<Buffer | null> {
@@ -104,54 +71,50 @@ export function idempotency(guard: IdempotencyGuard, policy: IdempotencyPolicy =
   const lower = header.toLowerCase();
   const maxBody = policy.maxBody ?? 1 << 20;
 
+  const times = new HandlerTimes(); // for 409's Retry-After
+
   return function idempotencyMiddleware(req: GuardedRequest, res: ServerResponse, next: Next): void {
     if (!methods.has((req.method ?? "GET").toUpperCase())) return next();
-    const raw = req.headersDistinct?.[lower] ?? (req.headers[lower] === undefined ? undefined : [String(req.headers[lower])]);
-    if (raw === undefined || raw.length === 0) {
-      if (policy.required?.(req)) return send(res, errorResponse(400, `this route needs ${header}`));
-      return next();
-    }
-    if (raw.length > 1) return send(res, errorResponse(400, `more than one ${header}`));
-    let key: string;
-    try {
-      key = checkKey(unquote(raw[0]), MAX_KEY_HEADER);
-    } catch (err) {
-      return send(res, errorResponse(400, (err as Error).message));
-    }
-    if (policy.user) key = `u${fingerprint(policy.user(req))}:${key}`;
-    void guarded(req, res, next, key).catch(next);
+    const k = keyOf(policy, req, headerLines(req, lower), req.headers.authorization);
+    if (k === null) return next();
+    if ("s" in k) return send(res, k);
+    void guarded(req, res, next, k).catch(next);
   };
 
-  async function guarded(req: GuardedRequest, res: ServerResponse, next: Next, key: string): Promise<void> {
+  async function guarded(req: GuardedRequest, res: ServerResponse, next: Next, k: KeyOf): Promise<void> {
     const body = await readBody(req, maxBody);
     if (body === null) return send(res, errorResponse(413, `request body over ${maxBody} bytes`));
-    const url = new URL(req.url ?? "/", "http://x");
-    const fp = fingerprint((req.method ?? "").toUpperCase(), decodeURIComponent(url.pathname), url.search.slice(1), body);
+    const fp = requestFingerprint(req.method, req.url, body);
+    const path = new URL(req.url ?? "/", "http://x").pathname;
     let b;
     try {
-      b = await guard.begin(key, fp);
+      b = await guard.begin(k.key, fp);
+      if (b.outcome === "new" && b.lease && k.legacy !== undefined && !b.takeover) {
+        const old = await guard.peek(k.legacy, fp).catch(async (err: unknown) => {
+          await guard.abandon(b!.lease as Lease);
+          throw err;
+        });
+        if (old !== null) { // written before per-caller scopes: still replayed
+          await guard.abandon(b.lease);
+          return send(res, refusal(old));
+        }
+      }
     } catch (err) {
       if (err instanceof IdempotencyKeyError) return send(res, errorResponse(400, err.message));
       return send(res, errorResponse(503, "idempotency check unavailable, retry later", 1));
     }
-    if (b.outcome === "done") {
-      const r = decodeResponse(b.result ?? Buffer.alloc(0));
-      return send(res, { ...r, h: [...r.h, [REPLAYED_HEADER, "true"]] });
-    }
-    if (b.outcome === "in_progress") {
-      return send(res, errorResponse(409, "a request with this Idempotency-Key is still being processed", b.retryAfterMs / 1000));
-    }
-    if (b.outcome === "mismatch") return send(res, errorResponse(422, "this Idempotency-Key was used with a different request"));
+    if (b.outcome !== "new") return send(res, refusal(b, times.median(path)));
     const lease = b.lease as Lease;
     req.idempotencyLease = lease;
     req.rawBody = body;
     if (req.body === undefined) req.body = parseBody(req, body);
     (req as { _body?: boolean })._body = true; // body parsers after us: already read
-    capture(res, lease);
+    capture(res, lease, path);
     next();
   }
 
-  function capture(res: ServerResponse, lease: Lease): void {
+  function capture(res: ServerResponse, lease: Lease, path: string): void {
+    const started = performance.now();
     const ka = guard.keepAlive(lease);
     const chunks: Buffer[] = [];
     const origEnd = res.end.bind(res);
@@ -186,6 +149,7 @@ export function idempotency(guard: IdempotencyGuard, policy: IdempotencyPolicy =
     // outcome is recorded whole for the client's retry.
 
     async function finish(): Promise<void> {
+      times.add(path, (performance.now() - started) / 1000);
       await ka.stop();
       const body = Buffer.concat(chunks);
       const h: Headers = [];
@@ -199,7 +163,7 @@ export function idempotency(guard: IdempotencyGuard, policy: IdempotencyPolicy =
         try {
           await guard.complete(lease, encodeResponse({ s: res.statusCode, h, body }));
         } catch (err) {
-          res.setHeader("Idempotency-Warning", `not recorded: ${err instanceof LeaseLostError ? "LeaseLostError" : "IdempotencyUnavailable"}`);
+          res.setHeader("Idempotency-Warning", `not recorded: ${warning(err)}`);
         }
       }
       origWriteHead(res.statusCode);

@@ -66,8 +66,7 @@ public final class IdemHttpApp {
     ServletContextHandler ctx = new ServletContextHandler();
     ctx.addServlet(new ServletHolder(orders), "/order");
     IdempotencyFilter.Policy policy = IdempotencyFilter.Policy.DEFAULT
-        .withRequired(r -> r.getRequestURI().equals("/order"))
-        .withUser(r -> r.getHeader("X-User") == null ? "" : r.getHeader("X-User"));
+        .withRequired(r -> r.getRequestURI().equals("/order")); // scoped by Authorization
     ctx.addFilter(new FilterHolder(new IdempotencyFilter(guard, policy)), "/*",
         EnumSet.of(DispatcherType.REQUEST));
     jetty.setHandler(ctx);

@@ -10,7 +10,8 @@ import io.hotkeyd.HotkeydException;
  *  └─ IdempotencyException
  *      ├─ IdempotencyKeyException          bad key (HTTP 400)
  *      ├─ IdempotencyUnavailableException  Redis failed, failing closed (HTTP 503)
- *      └─ LeaseLostException               refused by the fencing token
+ *      ├─ LeaseLostException               refused by the fencing token
+ *      └─ DuplicateCompletionException     the durable store holds another completion
  * </pre>
  */
 public class IdempotencyException extends HotkeydException {

@@ -20,9 +20,12 @@ import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -51,6 +54,11 @@ import java.util.function.Predicate;
  * again. The lease is renewed while the servlet runs and the renewal stops when it
  * returns; the servlet finds it in the request attribute {@link #LEASE_ATTRIBUTE}. With
  * Spring Boot, register it as a {@code FilterRegistrationBean} bean.
+ *
+ * <p>Keys are scoped by caller: the digest of the Authorization header by default, or
+ * {@link Policy#withUser}. Errors are RFC 9457 problems ({@code application/problem+json})
+ * whose type links the docs. A 409's Retry-After is the lower of the holder's remaining
+ * lease and the running median of the route's servlet time, in whole seconds, at least 1.
  */
 public final class IdempotencyFilter implements Filter {
   /** Request attribute holding the {@link Lease} (for its fencing token). */
@@ -59,31 +67,55 @@ public final class IdempotencyFilter implements Filter {
 
   private final IdempotencyGuard guard;
   private final Policy policy;
+  private final HandlerTimes times = new HandlerTimes(); // for 409's Retry-After
 
   /**
    * Which requests are guarded, and how.
    *
    * @param methods methods guarded when they carry the header
    * @param required requests that must carry a key (400 without one)
-   * @param user the caller's identity: keys are separate per user; null: one key space
+   * @param user the caller's identity (an authenticated user or tenant id): keys are
+   *     separate per caller; null: the digest of the Authorization header names the caller
+   *     (requests without one share one anonymous space)
    * @param header the request header carrying the key
    * @param maxBody largest request body accepted on a guarded request (bytes)
+   * @param shared one key space for every caller (the old default): only for keys meant to
+   *     be shared
+   * @param legacyUnscoped the transition window after the upgrade from the unscoped
+   *     default: a first request also looks up its key in the old unscoped space (one
+   *     HMGET) and replays a final record of the same request found there; turn it off
+   *     once the guard's TTL has passed since the upgrade
    */
   public record Policy(Set<String> methods, Predicate<HttpServletRequest> required,
-      Function<HttpServletRequest, String> user, String header, int maxBody) {
+      Function<HttpServletRequest, String> user, String header, int maxBody, boolean shared,
+      boolean legacyUnscoped) {
     public static final Policy DEFAULT = new Policy(Set.of("POST", "PATCH", "PUT", "DELETE"),
-        r -> false, null, "Idempotency-Key", 1 << 20);
+        r -> false, null, "Idempotency-Key", 1 << 20, false, true);
+
+    /** The five-field policy of earlier releases: scoped by caller, transition window on. */
+    public Policy(Set<String> methods, Predicate<HttpServletRequest> required,
+        Function<HttpServletRequest, String> user, String header, int maxBody) {
+      this(methods, required, user, header, maxBody, false, true);
+    }
 
     public Policy withRequired(Predicate<HttpServletRequest> p) {
-      return new Policy(methods, p, user, header, maxBody);
+      return new Policy(methods, p, user, header, maxBody, shared, legacyUnscoped);
     }
 
     public Policy withUser(Function<HttpServletRequest, String> u) {
-      return new Policy(methods, required, u, header, maxBody);
+      return new Policy(methods, required, u, header, maxBody, shared, legacyUnscoped);
     }
 
     public Policy withMaxBody(int bytes) {
-      return new Policy(methods, required, user, header, bytes);
+      return new Policy(methods, required, user, header, bytes, shared, legacyUnscoped);
+    }
+
+    public Policy withShared(boolean s) {
+      return new Policy(methods, required, user, header, maxBody, s, legacyUnscoped);
+    }
+
+    public Policy withLegacyUnscoped(boolean on) {
+      return new Policy(methods, required, user, header, maxBody, shared, on);
     }
   }
 
@@ -114,8 +146,9 @@ public final class IdempotencyFilter implements Filter {
       }
       return;
     }
-    if (raw.size() > 1) {
-      refuse(req, res, StoredResponse.error(400, "more than one " + policy.header(), -1));
+    if (raw.size() > 1 || severalKeys(raw.get(0))) {
+      refuse(req, res, StoredResponse.error(400,
+          "send one " + policy.header() + " header, not several", -1));
       return;
     }
     String key;
@@ -125,8 +158,12 @@ public final class IdempotencyFilter implements Filter {
       refuse(req, res, StoredResponse.error(400, e.getMessage(), -1));
       return;
     }
+    String legacy = null;
     if (policy.user() != null) {
-      key = "u" + IdempotencyKeys.fingerprint(policy.user().apply(req)) + ":" + key;
+      key = IdempotencyKeys.callerScope(null, policy.user().apply(req)) + ":" + key;
+    } else if (!policy.shared()) {
+      legacy = policy.legacyUnscoped() ? key : null;
+      key = IdempotencyKeys.callerScope(req.getHeader("Authorization"), null) + ":" + key;
     }
     byte[] body = req.getInputStream().readNBytes(policy.maxBody() + 1);
     if (body.length > policy.maxBody()) {
@@ -141,6 +178,19 @@ public final class IdempotencyFilter implements Filter {
     Begin b;
     try {
       b = guard.begin(key, fp);
+      if (b.outcome() == Outcome.NEW && legacy != null && !b.takeover()) {
+        Begin old;
+        try {
+          old = guard.peek(legacy, fp);
+        } catch (IdempotencyException e) {
+          guard.abandon(b.lease());
+          throw e;
+        }
+        if (old != null) { // written before per-caller scopes: still replayed
+          guard.abandon(b.lease());
+          b = old;
+        }
+      }
     } catch (IdempotencyKeyException e) {
       send(res, StoredResponse.error(400, e.getMessage(), -1));
       return;
@@ -157,10 +207,17 @@ public final class IdempotencyFilter implements Filter {
       }
       case IN_PROGRESS -> send(res, StoredResponse.error(409,
           "a request with this Idempotency-Key is still being processed",
-          (b.retryAfter().toMillis() + 999) / 1000));
+          retryAfterSeconds(b.retryAfter(), times.median(req.getRequestURI()))));
       case MISMATCH -> send(res, StoredResponse.error(422,
           "this Idempotency-Key was used with a different request", -1));
-      case NEW -> run(req, res, chain, b.lease(), body);
+      case NEW -> {
+        long started = System.nanoTime();
+        try {
+          run(req, res, chain, b.lease(), body);
+        } finally {
+          times.add(req.getRequestURI(), (System.nanoTime() - started) / 1e9);
+        }
+      }
       default -> throw new IllegalStateException(b.outcome().toString());
     }
   }
@@ -180,11 +237,62 @@ public final class IdempotencyFilter implements Filter {
         } catch (IdempotencyException e) {
           List<Map.Entry<String, String>> h = new ArrayList<>(r.headers());
           h.add(Map.entry("Idempotency-Warning", "not recorded: "
-              + (e instanceof LeaseLostException ? "LeaseLostError" : "IdempotencyUnavailable")));
+              + (e instanceof LeaseLostException ? "LeaseLostError"
+                  : e instanceof DuplicateCompletionException ? "DuplicateCompletionError"
+                  : "IdempotencyUnavailable")));
           r = new StoredResponse(r.status(), h, r.body());
         }
       }
       send(res, r);
+    }
+  }
+
+  /**
+   * A 409's Retry-After: the lower of the lease left and the route's median handler time
+   * ({@code medianSeconds} below 0: none yet), in whole seconds, at least 1.
+   */
+  public static long retryAfterSeconds(Duration leaseLeft, double medianSeconds) {
+    double left = leaseLeft.toMillis() / 1000.0;
+    double wait = medianSeconds < 0 ? left : Math.min(left, medianSeconds);
+    return Math.max(1, (long) Math.ceil(wait));
+  }
+
+  /** A comma outside a quoted string: two field lines combined, or a list. */
+  private static boolean severalKeys(String raw) {
+    boolean quoted = false;
+    for (int i = 0; i < raw.length(); i++) {
+      char c = raw.charAt(i);
+      if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** A running median of each route's handler time (the last 51 runs). */
+  static final class HandlerTimes {
+    private static final int WINDOW = 51;
+    private final Map<String, ArrayDeque<Double>> byPath = new HashMap<>();
+
+    synchronized void add(String path, double seconds) {
+      ArrayDeque<Double> d = byPath.computeIfAbsent(path, k -> new ArrayDeque<>());
+      d.addLast(seconds);
+      if (d.size() > WINDOW) {
+        d.removeFirst();
+      }
+    }
+
+    /** The median in seconds, or -1 before the route's first run. */
+    synchronized double median(String path) {
+      ArrayDeque<Double> d = byPath.get(path);
+      if (d == null || d.isEmpty()) {
+        return -1;
+      }
+      double[] s = d.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+      int m = s.length / 2;
+      return s.length % 2 == 1 ? s[m] : (s[m - 1] + s[m]) / 2;
     }
   }
 

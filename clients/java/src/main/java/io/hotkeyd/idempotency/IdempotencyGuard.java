@@ -54,6 +54,7 @@ public final class IdempotencyGuard implements AutoCloseable {
   private final int maxKeyLength;
   private final boolean failOpen;
   private final BiConsumer<String, Exception> onError;
+  private final IdempotencyStore store;
   private final Stats stats = new Stats();
   private volatile ScheduledExecutorService scheduler;
 
@@ -68,6 +69,10 @@ public final class IdempotencyGuard implements AutoCloseable {
     public final AtomicLong badInput = new AtomicLong();
     public final AtomicLong unavailable = new AtomicLong();
     public final AtomicLong renewals = new AtomicLong();
+    /** begin answered from the durable store (Redis had forgotten the result). */
+    public final AtomicLong storeReplays = new AtomicLong();
+    /** completions the durable store's unique key refused. */
+    public final AtomicLong duplicates = new AtomicLong();
   }
 
   private IdempotencyGuard(Builder b) {
@@ -80,6 +85,7 @@ public final class IdempotencyGuard implements AutoCloseable {
     this.maxKeyLength = b.maxKeyLength;
     this.failOpen = b.failOpen;
     this.onError = b.onError;
+    this.store = b.store;
   }
 
   public static Builder builder(UnifiedJedis jedis) {
@@ -97,6 +103,7 @@ public final class IdempotencyGuard implements AutoCloseable {
     private int maxKeyLength = 1024;
     private boolean failOpen;
     private BiConsumer<String, Exception> onError = (op, e) -> {};
+    private IdempotencyStore store;
 
     private Builder(UnifiedJedis jedis) {
       if (jedis == null) {
@@ -148,6 +155,16 @@ public final class IdempotencyGuard implements AutoCloseable {
     /** Hears every Redis failure (logs, metrics). */
     public Builder onError(BiConsumer<String, Exception> listener) {
       this.onError = listener;
+      return this;
+    }
+
+    /**
+     * Keeps every final result durably too (e.g. a {@link JdbcIdempotencyStore}): a result
+     * Redis forgot is replayed from it, and a result whose record Redis lost is still
+     * written there, its unique key fencing a second completion.
+     */
+    public Builder store(IdempotencyStore s) {
+      this.store = s;
       return this;
     }
 
@@ -226,7 +243,8 @@ public final class IdempotencyGuard implements AutoCloseable {
           stats.takeovers.incrementAndGet();
         }
         Lease l = new Lease(this, key, record, Long.parseLong(str(r.get(1))), fp, true);
-        return new Begin(Outcome.NEW, l, null, false, Duration.ZERO, takeover);
+        Begin b = new Begin(Outcome.NEW, l, null, false, Duration.ZERO, takeover);
+        return store == null ? b : fromStore(b);
       }
       case "busy" -> {
         stats.inProgress.incrementAndGet();
@@ -248,10 +266,82 @@ public final class IdempotencyGuard implements AutoCloseable {
   }
 
   /**
+   * The final result stored for {@code key} and the same request, read only (one HMGET), or
+   * null when there is none (no record, still running, another request): unlike {@link
+   * #begin} it never takes a lease. The HTTP filter reads records of the old unscoped key
+   * space with it during the transition window.
+   */
+  public Begin peek(String key, byte[] request) {
+    IdempotencyKeys.checkKey(key, maxKeyLength);
+    List<byte[]> r;
+    try {
+      r = jedis.hmget(recordOf(key).getBytes(StandardCharsets.UTF_8),
+          "st".getBytes(StandardCharsets.US_ASCII), "fp".getBytes(StandardCharsets.US_ASCII),
+          "res".getBytes(StandardCharsets.US_ASCII));
+    } catch (JedisException e) {
+      tolerate(e, "peek");
+      return null;
+    }
+    String st = r.get(0) == null ? "" : new String(r.get(0), StandardCharsets.US_ASCII);
+    String fp = IdempotencyKeys.fingerprint(request);
+    if (!(st.equals("D") || st.equals("F")) || r.get(1) == null
+        || !fp.equals(new String(r.get(1), StandardCharsets.US_ASCII))) {
+      return null;
+    }
+    byte[] res = r.get(2) == null ? new byte[0] : r.get(2);
+    return new Begin(Outcome.DONE, null, res, st.equals("F"), Duration.ZERO, false);
+  }
+
+  /** Redis had no record (NEW): did it forget a final result the store has? */
+  private Begin fromStore(Begin b) {
+    Lease l = b.lease();
+    StoredFinal stored;
+    try {
+      stored = store.get(IdempotencyKeys.recordDigest(scope, l.key()));
+    } catch (RuntimeException e) {
+      if (!failOpen) {
+        abandon(l);
+      }
+      storeFailed(e, "store lookup");
+      return b; // failing open: Redis still guards the key
+    }
+    if (stored == null) {
+      return b;
+    }
+    stats.storeReplays.incrementAndGet();
+    stats.fresh.decrementAndGet(); // counted once, as what it answers
+    if (!stored.fingerprint().equals(l.fingerprint())) {
+      abandon(l);
+      stats.mismatch.incrementAndGet();
+      return Begin.of(Outcome.MISMATCH);
+    }
+    try {
+      writeRedis(l, stored.result(), stored.failed() ? "F" : "D", false); // Redis learns it
+    } catch (IdempotencyException e) {
+      // the store answers the next retry too
+    }
+    stats.done.incrementAndGet();
+    return new Begin(Outcome.DONE, null, stored.result(), stored.failed(), Duration.ZERO, false);
+  }
+
+  private void storeFailed(RuntimeException e, String op) {
+    stats.unavailable.incrementAndGet();
+    onError.accept(op, e);
+    if (!failOpen) {
+      throw e instanceof IdempotencyException ie ? ie
+          : new IdempotencyUnavailableException("idempotency store unavailable (" + op + ")", e);
+    }
+  }
+
+  /**
    * Stores {@code result} (DONE) and ends the lease.
    *
-   * @throws LeaseLostException the lease was taken over or the record is gone: NOT stored
-   * @throws IdempotencyUnavailableException Redis failed (closed)
+   * @throws LeaseLostException the lease was taken over, or the record is gone and there is
+   *     no store: NOT stored (with a store, a result whose record Redis lost is written to
+   *     the store anyway: its unique key is then the fence)
+   * @throws DuplicateCompletionException the store holds another completion of the key
+   *     (the operation ran twice after Redis lost its record); the first is kept
+   * @throws IdempotencyUnavailableException Redis or the store failed (closed)
    */
   public void complete(Lease l, byte[] result) {
     finish(l, result, "D");
@@ -263,9 +353,42 @@ public final class IdempotencyGuard implements AutoCloseable {
   }
 
   private void finish(Lease l, byte[] result, String st) {
+    byte[] res = result == null ? new byte[0] : result;
+    if (store == null || !l.guarded()) {
+      writeRedis(l, res, st, false);
+      return;
+    }
+    try {
+      writeRedis(l, res, st, false);
+    } catch (LeaseLostException e) {
+      if (!e.reason().equals("gone")) {
+        throw e; // taken over by another holder: that one completes
+      }
+    }
+    StoredFinal winner;
+    try {
+      winner = store.put(new StoredFinal(IdempotencyKeys.recordDigest(scope, l.key()), l.key(),
+          l.fingerprint(), st.equals("F"), l.token(), res));
+    } catch (RuntimeException e) {
+      storeFailed(e, "store write");
+      return;
+    }
+    if (winner.token() != l.token()) {
+      try {
+        writeRedis(l, winner.result(), winner.failed() ? "F" : "D", true);
+      } catch (IdempotencyException e) {
+        // gone: begin reads the store
+      }
+      stats.duplicates.incrementAndGet();
+      throw new DuplicateCompletionException(l.key(), winner);
+    }
+  }
+
+  private void writeRedis(Lease l, byte[] result, String st, boolean repair) {
     fenced(COMPLETE, "complete", l, keys(l.record()),
-        bytes(Long.toString(l.token())), bytes(st), result == null ? new byte[0] : result,
-        bytes(Long.toString(ms(ttl))), bytes(Integer.toString(auditMaxLen)), bytes(""));
+        bytes(Long.toString(l.token())), bytes(st), result,
+        bytes(Long.toString(ms(ttl))), bytes(Integer.toString(auditMaxLen)),
+        bytes(repair ? "repair" : ""));
   }
 
   /** Renews the lease for {@code d} (null: the configured lease) from now. */

@@ -46,6 +46,16 @@ public final class IdempotencyKeys {
   }
 
   /** The fixed-length name of {@code key} within {@code scope}: what Redis sees. */
+  /**
+   * The scope of an HTTP caller's keys, the same in every language: {@code "a"} and the
+   * digest of the Authorization header (null counts as empty), or with a user {@code "u"}
+   * and the digest of the user. The middleware's key is {@code scope + ":" + key}.
+   */
+  public static String callerScope(String authorization, String user) {
+    return user != null ? "u" + fingerprint(user)
+        : "a" + fingerprint(authorization == null ? "" : authorization);
+  }
+
   public static String recordDigest(String scope, String key) {
     return digest32(scope.getBytes(StandardCharsets.UTF_8), key.getBytes(StandardCharsets.UTF_8));
   }

@@ -57,16 +57,32 @@ public record StoredResponse(int status, List<Map.Entry<String, String>> headers
     }
   }
 
-  /** A small JSON error ({@code {"error": ...}}); retryAfterSeconds below 0: no Retry-After. */
-  static StoredResponse error(int status, String message, long retryAfterSeconds) {
+  /** The type of the middleware's problem responses: the docs' section. */
+  public static final String PROBLEM_TYPE =
+      "docs/idempotency.md#http-idempotency-key-middleware";
+
+  private static final Map<Integer, String> TITLES = Map.of(400, "Bad Request", 409, "Conflict",
+      413, "Content Too Large", 422, "Unprocessable Content", 500, "Internal Server Error",
+      503, "Service Unavailable");
+
+  /**
+   * An RFC 9457 problem ({@code application/problem+json}) whose type links the docs;
+   * retryAfterSeconds below 0: no Retry-After, else at least 1.
+   */
+  public static StoredResponse error(int status, String message, long retryAfterSeconds) {
     byte[] body;
     try {
-      body = JSON.writeValueAsBytes(Map.of("error", message));
+      Map<String, Object> problem = new java.util.LinkedHashMap<>();
+      problem.put("type", PROBLEM_TYPE);
+      problem.put("title", TITLES.getOrDefault(status, "Error"));
+      problem.put("status", status);
+      problem.put("detail", message);
+      body = JSON.writeValueAsBytes(problem);
     } catch (IOException e) {
       throw new IllegalStateException(e);
     }
     List<Map.Entry<String, String>> h = new ArrayList<>(List.of(
-        Map.entry("content-type", "application/json"),
+        Map.entry("content-type", "application/problem+json"),
         Map.entry("content-length", Integer.toString(body.length))));
     if (retryAfterSeconds >= 0) {
       h.add(Map.entry("retry-after", Long.toString(Math.max(1, retryAfterSeconds))));
