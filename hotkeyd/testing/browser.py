@@ -32,10 +32,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from hotkeyd.errors import HotkeydError
+
 __all__ = ["BrowserError", "Chromium", "Page", "chromium_binary"]
 
 
-class BrowserError(RuntimeError):
+class BrowserError(HotkeydError, RuntimeError):
     """Chromium did not start, a DevTools command failed, or a wait timed out."""
 
 

@@ -26,9 +26,10 @@ _SNAPSHOTS_MAX_AGE = 1.0  # s one read of every instance's snapshot serves key p
 __all__ = ["console_for"]
 
 
-def console_for(service: Any) -> Console:
+def console_for(service: Any, auth: MessageAuth | None = None) -> Console:
     """The console of ``service`` (a :class:`~hotkeyd.daemon.service.Service`; not
-    imported here, the service imports this module).
+    imported here, the service imports this module). ``auth``: the daemon's message key,
+    to verify the other daemons' snapshots (the service passes it: it owns the factory).
 
     Raises:
         ConfigError: bound off loopback without a token; an unreadable token file.
@@ -40,7 +41,6 @@ def console_for(service: Any) -> Console:
     history = announcers = None
     if s.redis_url:
         from hotkeyd.conn.redis import client_from_url
-        from hotkeyd.daemon.factory import make_auth
         from hotkeyd.publish.history import read_history
 
         client = client_from_url(s.redis_url, socket_timeout=3.0)
@@ -49,7 +49,7 @@ def console_for(service: Any) -> Console:
         def history(since: float, until: float | None, glob: bytes | None) -> list[Interval]:
             return read_history(client, ns, since=since, until=until, pattern=glob)
 
-        announcers = _announcers(client, ns, make_auth(s), service.clock)
+        announcers = _announcers(client, ns, auth, service.clock)
     if service.demand is not None:
         service.demand.on_report = memory.demand
 
