@@ -26,6 +26,7 @@ from typing import IO, Any
 from hotkeyd.clock import Clock, SystemClock
 from hotkeyd.daemon.config import Settings
 from hotkeyd.daemon.factory import (
+    make_auth,
     make_demand_intake,
     make_history,
     make_namespace,
@@ -261,7 +262,7 @@ class Service:
             return None
         from hotkeyd.web.wiring import console_for
 
-        console = console_for(self)
+        console = console_for(self, auth=make_auth(self.settings))  # verifies snapshots
         self.console_memory = console.src.memory
         return console
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +189,11 @@ class DemandIntake:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._backoff = Backoff(0.1, 5.0)
+        # Told of each admitted report, in this intake's thread: (app, ts, interval_ms,
+        # [(db, key, n)]) with the counts as capped (the web console's per-app demand).
+        self.on_report: Callable[[str, float, int, list[tuple[int, bytes, int]]], None] | None = (
+            None
+        )
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -268,6 +273,8 @@ class DemandIntake:
             return 0
         now = self.clock.time()
         accepted: list[list[Served]] = []
+        metas: list[tuple[str, float, int]] = []
+        told: list[tuple[tuple[str, float, int], list[Served]]] = []
         capped = 0
         for res in _impl.parse(bodies, self._limits):
             if len(res) == 2:
@@ -292,21 +299,28 @@ class DemandIntake:
                     interval_ms,
                 )
             accepted.append(groups)
+            metas.append((app, ts, interval_ms))
         if capped:
             self.metrics.demand_ignored.labels(reason="capped").inc(capped)
         queued = 0
         with self._lock:
-            for groups in accepted:
+            for meta, groups in zip(metas, accepted, strict=True):
                 n = sum(len(g[1]) for g in groups)
                 if self._pending + n <= self.max_pending:
                     self._queue.extend(groups)
                     self._pending += n
                     queued += 1
+                    if self.on_report is not None:
+                        told.append((meta, groups))
             pending = self._pending
         if queued:
             self.metrics.demand_reports.inc(queued)
         for _ in range(len(accepted) - queued):  # load shed until the loop catches up
             self._drop("overflow", "demand intake full (%d entries pending)", pending)
+        if self.on_report is not None:
+            for (app, ts, interval_ms), groups in told:
+                served = [(db, k, n) for db, ks, ns in groups for k, n in zip(ks, ns, strict=True)]
+                self.on_report(app, ts, interval_ms, served)
         return queued
 
     def _admit(self, name: str, seq: int, total: int) -> str | None:

@@ -17,7 +17,8 @@ so a test's expected rates are exact. :class:`DaemonProcess` runs the real daemo
 (``hotkeyd run`` in a subprocess, HTTP on a free port), the way a user starts it.
 
 Modules: ``redis`` (Redis/Valkey servers and clusters), ``kafka`` (Tansu), ``postgres``,
-``daemon`` (the daemon harness), ``fakes`` (in-memory stand-ins).
+``daemon`` (the daemon harness), ``fakes`` (in-memory stand-ins), ``browser`` (headless
+Chromium over the DevTools protocol, for the web console; imported on its own).
 """
 
 from __future__ import annotations

@@ -136,6 +136,15 @@ class DaemonProcess:
                 with contextlib.suppress(OSError):
                     f.close()
 
+    def discard_stdout(self) -> None:
+        """Read and drop the daemon's stdout in a thread (with ``capture``): the stdout
+        publisher's lines of many hot keys would otherwise fill the pipe and stall it."""
+        assert self.proc is not None and self.proc.stdout is not None
+        out = self.proc.stdout
+        threading.Thread(
+            target=lambda: all(iter(lambda: out.read(1 << 16), b"")), daemon=True
+        ).start()
+
     def _drain(self) -> None:
         assert self.proc and self.proc.stderr
         for line in self.proc.stderr:

@@ -7,7 +7,7 @@ Redis URL, the ``{ns}:history`` stream. Routes (all behind :class:`~hotkeyd.web.
 
 * ``GET /`` -- the page; ``/static/<file>`` -- its script and style (package data).
 * ``GET /api/now`` -- every hot key and the top keys: rate, last-minute sparkline, state,
-  rule, LOCAL share, read/write, lag. Built once per second at most, however many tabs poll.
+  rule, LOCAL share, read/write, lag. Built twice a second at most, however many tabs poll.
 * ``GET /api/key?k=<base64url>&db=N`` -- one key: rate history, intervals, instances, rule.
 * ``GET /api/history?glob=&since=&until=&format=json|csv`` -- hot intervals, de-duplicated.
 * ``GET /api/health`` -- sources, lag, publisher, demand intake, and every hotkeyd metric.
@@ -50,6 +50,7 @@ _STATIC = {
     "favicon.svg": "image/svg+xml",
 }
 _HISTORY_HOURS_MAX = 96.0
+_NOW_MAX_AGE = 0.5  # s a built Now document is served again (page polls each 1 s)
 _HISTORY_ROWS_MAX = 50_000
 
 
@@ -75,7 +76,9 @@ class ConsoleSource:
         history: reads ``{ns}:history`` intervals (since, until, glob) -> list, or None
             without Redis (then the memory's own intervals are shown).
         components: returns the sources/publisher/demand/watch states for Health.
-        sources: names of the configured sources (redacted), for the header.
+        announcers: ``(db, key) -> instances`` whose snapshot in Redis has the key hot
+            (every daemon of the namespace), or None without Redis.
+        demand: the daemon takes demand reports (the memory then has each app's last).
     """
 
     instance: str
@@ -87,6 +90,8 @@ class ConsoleSource:
     history: Callable[[float, float | None, bytes | None], list[Interval]] | None = None
     components: Callable[[], dict[str, Any]] = lambda: {}
     clock: Callable[[], float] = time.time
+    announcers: Callable[[int, bytes], list[str]] | None = None
+    demand: bool = False
 
 
 def show_key(key: bytes) -> dict[str, Any]:
@@ -126,8 +131,10 @@ class Console:
         self.src = source
         self.guard = guard
         self._now_lock = threading.Lock()
-        self._now_cache: tuple[int, bytes] | None = None
+        self._now_cache: tuple[float, bytes] | None = None
         self.refused = 0
+        self.now_builds = 0  # Now documents built, and the CPU seconds they took (Health)
+        self.now_build_cpu = 0.0
 
     def owns(self, path: str) -> bool:
         route = urlsplit(path).path
@@ -178,14 +185,20 @@ class Console:
 
     # -- Now ------------------------------------------------------------------------------
     def now_json(self) -> bytes:
-        """The Now document, rebuilt at most once per wall-clock second."""
+        """The Now document, rebuilt at most every ``_NOW_MAX_AGE`` seconds.
+
+        However many tabs poll, the daemon builds it at most twice a second; one tab
+        polling each second gets a fresh one each time, at most half a second old.
+        """
         now = self.src.clock()
-        sec = int(now)
         with self._now_lock:
-            if self._now_cache is not None and self._now_cache[0] == sec:
+            if self._now_cache is not None and 0 <= now - self._now_cache[0] < _NOW_MAX_AGE:
                 return self._now_cache[1]
+            cpu = time.thread_time()
             data = json.dumps(self._now(now), separators=(",", ":")).encode("utf-8")
-            self._now_cache = (sec, data)
+            self.now_builds += 1
+            self.now_build_cpu += time.thread_time() - cpu
+            self._now_cache = (now, data)
             return data
 
     def _now(self, now: float) -> dict[str, Any]:
@@ -245,10 +258,7 @@ class Console:
         hot, _top = self.src.view()
         entry = next((h for h in hot if h.db == db and h.key == key), None)
         track = self.src.memory.track(ident)
-        cannot: list[str] = [
-            "demand per app: the daemon adds app reports into its windows but keeps no "
-            "per-app copy (the LOCAL share is the total of every app)",
-        ]
+        cannot: list[str] = []
         doc: dict[str, Any] = show_key(key)
         doc.update(id=_key_id(key), db=db, instance=self.src.instance, hot=entry is not None)
         if entry is not None:
@@ -277,16 +287,52 @@ class Console:
         mine = [iv for iv in intervals if iv.key == key and iv.db == db]
         doc["intervals"] = [_interval_json(iv) for iv in mine]
         doc["intervals_from"] = where
-        instances = sorted({iv.instance for iv in mine if iv.instance})
-        if entry is not None and self.src.instance not in instances:
-            instances.append(self.src.instance)
-        doc["instances"] = instances
-        if where == "memory":
+        doc["instances"], doc["instances_from"] = self._announced(db, key, entry is not None)
+        if doc["instances_from"] != "snapshots":
             cannot.append(
-                "other instances: without Redis only this daemon's own intervals are known"
+                "other instances: without Redis only this daemon is known (the instances "
+                "that announced a key are read from every daemon's snapshot in Redis)"
+            )
+        doc["demand"] = self._demand(ident, now)
+        if not self.src.demand:
+            cannot.append(
+                "demand per app: this daemon takes no demand reports (they come over Redis: "
+                "--redis-url with --demand-reports)"
+            )
+        else:
+            if track is None:
+                cannot.append("demand per app: kept only for keys the daemon tracks (hot or top)")
+            cannot.append(
+                "demand reported to other instances: apps report to the daemon that announced "
+                "the key, and each daemon hears only its own demand channel"
             )
         doc["cannot_show"] = cannot
         return _json(doc)
+
+    def _announced(self, db: int, key: bytes, hot_here: bool) -> tuple[list[str], str]:
+        """The instances announcing the key now, and where that came from."""
+        if self.src.announcers is not None:
+            try:
+                return self.src.announcers(db, key), "snapshots"
+            except Exception as exc:  # Redis down: this daemon's own view, and say so
+                logger.warning("console snapshots: %s", exc)
+        return ([self.src.instance] if hot_here else []), "this daemon"
+
+    def _demand(self, ident: tuple[int, bytes], now: float) -> list[dict[str, Any]]:
+        """Each app's last report for the key: reads served locally, per second, age."""
+        out = []
+        for app, r in sorted(self.src.memory.apps(ident).items()):
+            secs = max(r.interval_ms, 1) / 1000.0
+            out.append(
+                {
+                    "app": app,
+                    "n": r.n,
+                    "interval_ms": r.interval_ms,
+                    "rate": round(r.n / secs, 3),
+                    "age_s": round(now - r.ts, 3),
+                }
+            )
+        return out
 
     # -- History --------------------------------------------------------------------------
     def _intervals(
@@ -401,6 +447,8 @@ class Console:
             "metrics": metrics,
             "console": {
                 "refused_requests": self.refused,
+                "now_builds": self.now_builds,
+                "now_build_cpu_seconds": round(self.now_build_cpu, 6),
                 "tracked_keys": len(self.src.memory),
                 "tracked_keys_dropped": self.src.memory.dropped_keys,
             },

@@ -3,11 +3,14 @@
 The detector only knows the current window; a browser asking "what did this key do in
 the last ten minutes" needs a little history. This keeps it bounded: one second-resolution
 ring of ``seconds`` rates per tracked key (two fixed arrays, no per-sample objects), at most
-``max_keys`` keys (the least recently seen goes first), and the last ``max_intervals`` hot
-intervals this daemon saw (the console's history when there is no Redis stream).
+``max_keys`` keys (the least recently seen goes first), the last demand report of each app
+per tracked key (at most ``max_apps`` apps per key, the least recently heard goes first;
+it goes with the key's track), and the last ``max_intervals`` hot intervals this daemon
+saw (the console's history when there is no Redis stream).
 
-Written by the daemon loop once per tick (:meth:`KeyMemory.record`), read by HTTP threads:
-a lock guards both, and readers copy out what they need.
+Written by the daemon loop once per tick (:meth:`KeyMemory.record`) and by the demand
+intake's thread (:meth:`KeyMemory.demand`), read by HTTP threads: a lock guards all, and
+readers copy out what they need.
 """
 
 from __future__ import annotations
@@ -17,14 +20,23 @@ from array import array
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from hotkeyd.detector.config import RateEntry, Transition
 from hotkeyd.detector.intervals import Interval
 from hotkeyd.protocol.wire import HotEntry
 
-__all__ = ["KeyMemory", "Track"]
+__all__ = ["AppReport", "KeyMemory", "Track"]
 
 Ident = tuple[int, bytes]  # (db, key)
+
+
+class AppReport(NamedTuple):
+    """The last demand report of one app for one key."""
+
+    ts: float  # the report's own ts (the app's clock)
+    n: int  # reads the app served locally in the report's interval (after the intake's cap)
+    interval_ms: int
 
 
 @dataclass
@@ -39,6 +51,7 @@ class Track:
     kind: str | None = None
     rule: str = ""
     hot: bool = False
+    apps: dict[str, AppReport] | None = None  # app -> its last report, oldest first
 
     def __post_init__(self) -> None:
         self.rates = array("d", bytes(8 * self.n))
@@ -70,10 +83,16 @@ class KeyMemory:
     """
 
     def __init__(
-        self, seconds: int = 600, max_keys: int = 5000, max_intervals: int = 10_000
+        self,
+        seconds: int = 600,
+        max_keys: int = 5000,
+        max_intervals: int = 10_000,
+        max_apps: int = 64,
     ) -> None:
         self.seconds = seconds
         self.max_keys = max_keys
+        self.max_apps = max_apps
+        self.dropped_apps = 0  # app reports of a key pushed out by the max_apps cap
         self._lock = threading.Lock()
         self._tracks: OrderedDict[Ident, Track] = OrderedDict()
         self._open: dict[Ident, Transition] = {}
@@ -137,6 +156,35 @@ class KeyMemory:
                 if t.last > stale:
                     break
                 del tracks[ident]
+
+    def demand(
+        self, app: str, ts: float, interval_ms: int, entries: Iterable[tuple[int, bytes, int]]
+    ) -> None:
+        """One admitted demand report of ``app``: ``(db, key, n)`` entries.
+
+        Only keys already tracked are kept (apps report keys that were announced hot, so
+        they are; a report naming others cannot grow the memory).
+        """
+        with self._lock:
+            for db, key, n in entries:
+                t = self._tracks.get((db, key))
+                if t is None:
+                    continue
+                apps = t.apps
+                if apps is None:
+                    apps = t.apps = {}
+                else:
+                    apps.pop(app, None)
+                apps[app] = AppReport(ts, n, interval_ms)
+                if len(apps) > self.max_apps:
+                    del apps[next(iter(apps))]
+                    self.dropped_apps += 1
+
+    def apps(self, ident: Ident) -> dict[str, AppReport]:
+        """The last report of each app for ``ident`` (empty when none or not tracked)."""
+        with self._lock:
+            t = self._tracks.get(ident)
+            return dict(t.apps) if t is not None and t.apps else {}
 
     def sparks(self, idents: Iterable[Ident], now: float, seconds: int = 60) -> dict[Ident, str]:
         """Last ``seconds`` of each key as digits 0-8 (scaled to its own peak; '-' unknown)."""

@@ -1,15 +1,19 @@
 """The web console against a real daemon: security over HTTP, and a real headless Chromium.
 
-One daemon (stdin source, no Redis) is shared by the module; Chromium renders the page
-with ``--dump-dom`` and the DOM it built is checked: the hot key is there, hostile keys
-are text (no element came from a key), the key page opens.
+One daemon (stdin source, no Redis) and one headless Chromium, driven in real time over
+the DevTools protocol (:mod:`hotkeyd.testing.browser`), are shared by the module, a tab
+per test. The DOM the page built is checked (the hot key is there, hostile keys are text:
+no element came from a key, the key page opens, the history shows the cooled interval),
+and so is what the page records of itself in ``window.__hotkeydPerf``: a refresh each
+second, 1,000 rows, and when a new hot key first appeared.
 """
 
 from __future__ import annotations
 
 import base64
-import shutil
-import subprocess
+import json
+import os
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +24,7 @@ import pytest
 
 from hotkeyd.errors import ConfigError
 from hotkeyd.testing import DaemonProcess
+from hotkeyd.testing.browser import Chromium, chromium_binary
 from hotkeyd.web.security import Guard
 
 HOSTILE = b"<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
@@ -42,8 +47,14 @@ def _feed_hot(d: DaemonProcess, keys: list[bytes], seconds: float = 3.0) -> None
 
 
 @pytest.fixture(scope="module")
-def daemon() -> Iterator[DaemonProcess]:
-    with DaemonProcess("--window", "1", "--input-format", "keys") as d:
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    rules = tmp_path_factory.mktemp("web") / "rules.toml"
+    rules.write_text("[default]\nthreshold = 20\n")  # 1,000 keys at 40/s are all hot
+    with DaemonProcess(
+        "--window", "1", "--input-format", "keys", "--rules", str(rules),
+        "--max-hot", "2000", "--k", "2000", "--memory", str(8 << 20),
+    ) as d:  # fmt: skip
+        d.discard_stdout()
         _feed_hot(d, [b"product:42", HOSTILE, LONG, BINARY])
         yield d
 
@@ -62,8 +73,6 @@ def test_security_headers_and_host(daemon: DaemonProcess) -> None:
 
 
 def test_now_document_escapes_nothing_it_needs_not(daemon: DaemonProcess) -> None:
-    import json
-
     doc = json.loads(_req(daemon.url("/api/now"))[2])
     keys = {r["key"] for r in doc["rows"] if r["hot"]}
     assert {"product:42", HOSTILE.decode(), LONG.decode()} <= keys
@@ -95,51 +104,108 @@ def test_off_loopback_needs_a_token() -> None:
     assert Guard("127.0.0.1").host_ok("localhost:9108")
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = chromium_binary()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"), reason="chromium is not installed (make servers)"
+)
+# The 2 s of issue 28 (a key on the page within 2 s of its announcement) is what the page
+# is built for: it polls each second and the daemon's Now document is at most 0.5 s old,
+# so the bound by design is 1.5 s plus one fetch. The test allows 1 s more than the 2 s,
+# because CI runs eight jobs on two cores (a starved renderer misses a poll); the figure
+# itself is in benchmarks/results/console.txt.
+ANNOUNCE_TO_PAGE_S = 2.0
+CI_LOAD_MARGIN_S = 1.0
 
 
-def _dump(url: str, budget_ms: int = 2500) -> str:
-    assert CHROMIUM is not None
-    out = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
-        capture_output=True, timeout=60, check=True,
-    )  # fmt: skip
-    return out.stdout.decode("utf-8", "replace")
+def _ident(key: bytes, db: int = 0) -> str:
+    return base64.urlsafe_b64encode(key).decode().rstrip("=") + f"/{db}"
 
 
-def _dump_showing(url: str, needle: str, within: float = 30.0) -> str:
-    """The page's DOM once it shows ``needle``: on a loaded machine Chromium's first
-    render can come before the page's first poll answered, so it renders again."""
-    deadline = time.monotonic() + within
-    while True:
-        dom = _dump(url)
-        if needle in dom or time.monotonic() > deadline:
-            return dom
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
+    """One headless Chromium for the module (real time, over DevTools); a tab per test."""
+    with Chromium() as b:
+        yield b
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make servers)")
-def test_browser_shows_hot_key_inert_and_key_page(daemon: DaemonProcess) -> None:
-    started = time.monotonic()
-    dom = _dump_showing(daemon.url("/#/now"), "product:42")
-    assert "product:42" in dom
+@needs_chromium
+def test_browser_shows_hot_key_inert_and_key_page(daemon: DaemonProcess, browser: Chromium) -> None:
+    feeder = threading.Thread(
+        target=_feed_hot, args=(daemon, [b"product:42", HOSTILE, LONG, BINARY], 2.5)
+    )
+    feeder.start()  # hot again, whatever time the tests before took
+    page = browser.page(daemon.url("/#/now"))
+    try:
+        page.wait_for(f"__hotkeydPerf.shownAt.has({_ident(BINARY)!r})", timeout=10)
+    finally:
+        feeder.join()
+    dom = page.html()
     # the hostile key is text inside a cell: escaped in the DOM, no element made of it
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
     assert '<img src="x"' not in dom and dom.count("<script") == 1
-    assert "<title>hotkeyd console</title>" in dom
+    assert page.eval("document.title") == "hotkeyd console"
     assert "k" * 1024 in dom
     assert f'class="hex">{BINARY.hex()}<' in dom  # a binary key, shown as hex
-    kid = base64.urlsafe_b64encode(b"product:42").decode().rstrip("=")
-    page = _dump_showing(daemon.url(f"/#/key/{kid}/0"), ">product:42</h1>")
-    assert ">product:42</h1>" in page
-    assert "<polyline" in page
-    assert time.monotonic() - started < 30
+    kid = _ident(b"product:42")
+    page.goto(daemon.url(f"/#/key/{kid}"))
+    page.wait_for("document.getElementById('key-title').textContent === 'product:42'")
+    page.wait_for("document.querySelector('#key-chart polyline') !== null")
+    cannot = page.eval("document.getElementById('key-cannot').textContent")
+    assert "without Redis only this daemon is known" in cannot
+    assert "takes no demand reports" in cannot
+    page.close()
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make servers)")
-def test_browser_history_shows_interval_after_cooling(daemon: DaemonProcess) -> None:
-    import json
+@needs_chromium
+def test_page_refreshes_each_second_and_shows_a_new_key_within_2s(
+    daemon: DaemonProcess, browser: Chromium
+) -> None:
+    page = browser.page(daemon.url("/#/now"))
+    page.wait_for("window.__hotkeydPerf.renders > 0")
+    r0, ts0 = page.eval("[__hotkeydPerf.renders, __hotkeydPerf.ts]")
+    ident = _ident(b"flash:1")
+    feeder = threading.Thread(target=_feed_hot, args=(daemon, [b"flash:1"], 4.0))
+    feeder.start()
+    try:
+        page.wait_for(f"__hotkeydPerf.shownAt.has({ident!r})", timeout=10)
+    finally:
+        feeder.join()
+    shown = page.eval(f"__hotkeydPerf.shownAt.get({ident!r})") / 1000.0
+    doc = json.loads(_req(daemon.url("/api/now"))[2])
+    since = next(r["since"] for r in doc["rows"] if r["key"] == "flash:1")  # announced then
+    delay = shown - since
+    assert delay < ANNOUNCE_TO_PAGE_S + CI_LOAD_MARGIN_S, f"shown {delay:.2f} s after announced"
+    # updates at least once a second: each refresh a newer document
+    r1, ts1 = page.eval("[__hotkeydPerf.renders, __hotkeydPerf.ts]")
+    assert r1 - r0 >= 3 and ts1 - ts0 >= 3.0, (r0, r1, ts0, ts1)
+    assert (r1 - r0) / (ts1 - ts0) > 0.75  # about one refresh per second, each new
+    page.close()
 
+
+@needs_chromium
+def test_thousand_hot_keys_render_and_refreshes_are_recorded(
+    daemon: DaemonProcess, browser: Chromium
+) -> None:
+    keys = [f"item:{i:04d}".encode() for i in range(1000)]
+    page = browser.page(daemon.url("/#/now"))
+    feeder = threading.Thread(target=daemon.feed_rate, args=(dict.fromkeys(keys, 40.0), 3.0))
+    feeder.start()
+    try:
+        page.wait_for("document.querySelectorAll('#now-rows > div').length >= 1000", timeout=15)
+        n0 = page.eval("__hotkeydPerf.renders")
+        page.wait_for(f"__hotkeydPerf.renders >= {n0 + 1}", timeout=5)
+    finally:
+        feeder.join()
+    perf = page.eval("({rows: __hotkeydPerf.rows, ms: __hotkeydPerf.ms, n: __hotkeydPerf.renders})")
+    assert perf["rows"] >= 1000
+    assert len(perf["ms"]) == perf["n"] and all(v >= 0 for v in perf["ms"])  # one per refresh
+    page.close()
+
+
+@needs_chromium
+def test_browser_history_shows_interval_after_cooling(
+    daemon: DaemonProcess, browser: Chromium
+) -> None:
     deadline = time.monotonic() + 15
     done: list[dict[str, object]] = []
     while time.monotonic() < deadline and not done:
@@ -147,8 +213,12 @@ def test_browser_history_shows_interval_after_cooling(daemon: DaemonProcess) -> 
         done = [iv for iv in doc["intervals"] if iv["key"] == "product:42" and iv["end"]]
         time.sleep(0.5)
     assert done, "product:42 never cooled"
-    dom = _dump_showing(daemon.url("/#/history"), ">product:42</a>")
-    assert "interval(s) of" in dom and ">product:42</a>" in dom
+    page = browser.page(daemon.url("/#/history"))
+    page.wait_for(
+        "document.getElementById('history-summary').textContent.includes('interval(s) of')"
+    )
+    assert ">product:42</a>" in page.html()
+    page.close()
     status, headers, body = _req(daemon.url("/api/history?format=csv"))
     assert status == 200 and headers["Content-Type"].startswith("text/csv")
     lines = body.decode().splitlines()
