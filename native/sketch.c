@@ -35,12 +35,20 @@ static inline uint32_t sat_add(uint32_t a, uint32_t b) {
 }
 
 /* Rows straight from the 64-bit key hash (its halves drive double hashing): no second
- * mix on the path from the key's bytes to its buckets. */
+ * mix on the path from the key's bytes to its first two buckets. Rows from the third on
+ * mix x first: plain double hashing puts a key whose first two rows match another key's
+ * (h1 and h2 both close: odds 1/width^2 per pair) in that key's other rows too, so a cold
+ * key could read a hot key's count in every row of a Count-Min sketch. */
 static inline void row_indexes(uint64_t hash, uint32_t width, uint32_t depth, uint32_t *idx) {
     uint32_t h1 = (uint32_t)hash, h2 = (uint32_t)(hash >> 32) | 1u;
     uint32_t i;
     for (i = 0; i < depth; i++) {
         uint32_t x = h1 + i * h2;
+        if (i >= 2) {
+            x ^= x >> 16;
+            x *= 0x45D9F3Bu;
+            x ^= x >> 16;
+        }
         idx[i] = (uint32_t)(((uint64_t)x * width) >> 32);
     }
 }
@@ -138,15 +146,11 @@ uint64_t sk_params_nbytes(const sk_params *p) {
            (uint64_t)p->width * p->depth * cell_size(p->kind);
 }
 
-int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, int64_t seed,
+int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, uint64_t seed,
             int64_t max_key_len, int64_t key_bytes, sk_params *out, char *err, size_t errlen) {
     uint64_t fixed, cs = cell_size(kind);
     if (k < 1 || k > (int64_t)SK_MAX_K) {
         snprintf(err, errlen, "k must be in [1, %u], got %lld", SK_MAX_K, (long long)k);
-        return -1;
-    }
-    if (seed < 0 || seed > (int64_t)0xFFFFFFFFLL) {
-        snprintf(err, errlen, "seed must be in [0, 4294967295], got %lld", (long long)seed);
         return -1;
     }
     if (max_key_len < 1 || max_key_len > (int64_t)SK_MAX_KEY_LEN) {
@@ -185,7 +189,7 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, i
     out->kind = kind;
     out->k = (uint32_t)k;
     out->depth = (uint32_t)depth;
-    out->seed = (uint32_t)seed;
+    out->seed = seed;
     out->max_key_len = (uint32_t)max_key_len;
     out->key_bytes = (uint32_t)key_bytes;
     fixed = fixed_bytes(kind, out->k, out->key_bytes);
@@ -239,6 +243,7 @@ sk_sketch *sk_new(const sk_params *p) {
     s->width = p->width;
     s->depth = p->depth;
     s->seed = p->seed;
+    hk_key_init(&s->hkey, p->seed);
     s->max_key_len = p->max_key_len;
     s->key_bytes = p->key_bytes;
     s->rng0 = s->rng = (uint64_t)p->seed ^ 0xd1b54a32d192ed03ULL;
@@ -611,11 +616,11 @@ static inline void update_hashed(sk_sketch *s, const void *key, uint32_t len, ui
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count) {
     if (count == 0)
         return;
-    update_hashed(s, key, (uint32_t)len, hk_key_hash64(key, len, s->seed), count);
+    update_hashed(s, key, (uint32_t)len, hk_key_hash64(key, len, &s->hkey), count);
 }
 
 uint64_t sk_hash(const sk_sketch *s, const void *key, size_t len) {
-    return hk_key_hash64(key, len, s->seed);
+    return hk_key_hash64(key, len, &s->hkey);
 }
 
 void sk_agg_init(sk_agg *a) {
@@ -773,7 +778,7 @@ void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t c
     uint64_t h;
     if (count == 0 || sk_agg_repeat(a, key, (uint32_t)len, count))
         return;
-    h = hk_key_hash64(key, len, s->seed);
+    h = hk_key_hash64(key, len, &s->hkey);
     if (sk_agg_push(a, key, (uint32_t)len, h, count)) {
         sk_agg_flush(s, a);
         sk_agg_push(a, key, (uint32_t)len, h, count);
@@ -781,7 +786,7 @@ void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t c
 }
 
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
-    const uint64_t hash = hk_key_hash64(key, len, s->seed);
+    const uint64_t hash = hk_key_hash64(key, len, &s->hkey);
     uint32_t h = hk_fingerprint(hash), idx[SK_MAX_DEPTH], i, est;
     int64_t pos;
     row_indexes(hash, s->width, s->depth, idx);
@@ -893,10 +898,10 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     if (dst->width != src->width || dst->depth != src->depth || dst->seed != src->seed ||
         dst->max_key_len != src->max_key_len) {
         snprintf(err, errlen,
-                 "cannot merge sketches of different shape: width/depth/seed/max_key_len "
-                 "%u/%u/%u/%u vs %u/%u/%u/%u (all must be equal)",
-                 dst->width, dst->depth, dst->seed, dst->max_key_len, src->width, src->depth,
-                 src->seed, src->max_key_len);
+                 "cannot merge sketches of different shape: width/depth/max_key_len "
+                 "%u/%u/%u vs %u/%u/%u, seeds %s (all must be equal)",
+                 dst->width, dst->depth, dst->max_key_len, src->width, src->depth, src->max_key_len,
+                 dst->seed == src->seed ? "equal" : "differ");
         return -1;
     }
     /* Candidates: dst heap in array order, then src keys not already present. */
@@ -935,7 +940,7 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     off = 0;
     for (j = 0; j < n; j++) {
         const unsigned char *key = keys + off;
-        const uint64_t hash = hk_key_hash64(key, lens[j], dst->seed);
+        const uint64_t hash = hk_key_hash64(key, lens[j], &dst->hkey);
         uint32_t h = hk_fingerprint(hash), idx[SK_MAX_DEPTH], r, est = SK_COUNT_MAX;
         row_indexes(hash, dst->width, dst->depth, idx);
         for (r = 0; r < dst->depth; r++) {
@@ -998,7 +1003,7 @@ void sk_serialize(const sk_sketch *s, unsigned char *out) {
     put32(p + 8, s->k);
     put32(p + 12, s->width);
     put32(p + 16, s->depth);
-    put32(p + 20, s->seed);
+    put32(p + 20, (uint32_t)s->seed);
     put32(p + 24, s->max_key_len);
     put32(p + 28, s->key_bytes);
     put32(p + 32, SK_DECAY_NUM);
@@ -1006,6 +1011,7 @@ void sk_serialize(const sk_sketch *s, unsigned char *out) {
     put64(p + 40, s->rng);
     put32(p + 48, s->size);
     put32(p + 52, s->space_evictions);
+    put32(p + 56, (uint32_t)(s->seed >> 32));
     p += SK_HEADER_SIZE;
     if (s->hk) {
         for (i = 0; i < cells; i++, p += 8)
@@ -1060,8 +1066,9 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
         snprintf(err, errlen, "corrupt header: reserved or decay fields invalid");
         return NULL;
     }
-    if (sk_plan(kind, get32(buf + 8), SK_UNSET, get32(buf + 12), get32(buf + 16), get32(buf + 20),
-                get32(buf + 24), get32(buf + 28), &pr, err, errlen) != 0)
+    if (sk_plan(kind, get32(buf + 8), SK_UNSET, get32(buf + 12), get32(buf + 16),
+                get32(buf + 20) | ((uint64_t)get32(buf + 56) << 32), get32(buf + 24),
+                get32(buf + 28), &pr, err, errlen) != 0)
         return NULL;
     cells = table_words(kind, pr.width, pr.depth);
     table = (size_t)pr.width * pr.depth * cell_size(kind);
@@ -1099,7 +1106,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
             (uint64_t)s->live_bytes + klen > s->key_bytes)
             goto corrupt;
         key = buf + pos;
-        h = hk_key_hash(key, klen, pr.seed);
+        h = hk_fingerprint(hk_key_hash64(key, klen, &s->hkey));
         if (heap_find(s, h, key, klen) >= 0)
             goto corrupt;
         if (i > 0 && count < s->heap[(i - 1) / 2].count)

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyhash.h"
+
 #define SK_KIND_HEAVYKEEPER 1
 #define SK_KIND_COUNTMIN 2
 
@@ -43,13 +45,15 @@
 #define SK_UNSET INT64_MIN
 
 #define SK_SERIAL_VERSION                                                                          \
-    5u /* 5: one 64-bit key hash, rows from it; 4: keys of 32+ bytes hashed by hk_long_hash; 3:    \
-          space-eviction counter in the header; 2: two-slot buckets */
-#define SK_HEADER_SIZE 56u
+    6u /* 6: 64-bit seed, keyed hash (hk_key); 5: one 64-bit key hash, rows from it; 4: keys of    \
+          32+ bytes hashed by hk_long_hash; 3: space-eviction counter in the header; 2: two-slot   \
+          buckets */
+#define SK_HEADER_SIZE 60u
 
 typedef struct {
     int kind;
-    uint32_t k, width, depth, seed, max_key_len, key_bytes;
+    uint32_t k, width, depth, max_key_len, key_bytes;
+    uint64_t seed;
 } sk_params;
 
 typedef struct {
@@ -58,7 +62,9 @@ typedef struct {
 
 typedef struct sk_sketch {
     int kind;
-    uint32_t k, width, depth, seed, max_key_len, key_bytes;
+    uint32_t k, width, depth, max_key_len, key_bytes;
+    uint64_t seed;
+    hk_key hkey; /* the hash's key, derived from seed once */
     uint64_t rng, rng0;
     uint64_t *hk; /* HeavyKeeper slots: fingerprint << 32 | counter, SK_HK_SLOTS per bucket */
     uint32_t *cm; /* Count-Min counters */
@@ -111,7 +117,7 @@ typedef struct {
 
 /* Resolve constructor arguments. SK_UNSET means "not given" for memory,
  * width, depth and key_bytes. Returns 0, or -1 with a message in err. */
-int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, int64_t seed,
+int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, uint64_t seed,
             int64_t max_key_len, int64_t key_bytes, sk_params *out, char *err, size_t errlen);
 uint64_t sk_params_nbytes(const sk_params *p);
 
