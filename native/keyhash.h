@@ -30,9 +30,10 @@ static inline uint64_t hk_fmix64(uint64_t x) {
  * os.urandom at start): a crafted collision must guess it. */
 typedef struct {
     uint64_t s64; /* offset added to every key's accumulator */
+    uint64_t last[2]; /* t[16], t[17] of the spec: the last block and short keys (first, so
+                         a short key's hash reads one cache line of the key) */
     uint64_t step; /* added to the block masks after every 8 blocks (odd) */
-    uint64_t t[18]; /* block masks t[0..15] (block i: t[2(i mod 8)], t[2(i mod 8)+1]); t[16],
-                       t[17]: the last block and short keys */
+    uint64_t t[16]; /* block masks (block i: t[2(i mod 8)], t[2(i mod 8)+1]) */
 } hk_key;
 
 /* The specification, shared with the twin (all arithmetic mod 2^64):
@@ -69,8 +70,10 @@ static inline void hk_key_init(hk_key *k, uint64_t seed) {
     uint64_t x = seed;
     int i;
     k->s64 = hk_splitmix64(&x);
-    for (i = 0; i < 18; i++)
+    for (i = 0; i < 16; i++)
         k->t[i] = hk_splitmix64(&x);
+    k->last[0] = hk_splitmix64(&x);
+    k->last[1] = hk_splitmix64(&x);
     k->step = hk_splitmix64(&x) | 1u;
 }
 
@@ -117,19 +120,17 @@ static inline uint64_t hk_mix(uint64_t a, uint64_t b, uint64_t ka, uint64_t kb) 
 static inline uint64_t hk_long_hash64(const unsigned char *p, size_t len, const hk_key *k) {
     const size_t nblocks = len / 16;
     uint64_t acc = (uint64_t)len * HK_P1 + k->s64, tw = 0;
-    size_t i = 0;
-    while (i < nblocks) {
-        const size_t n = nblocks - i > 8 ? 8 : nblocks - i;
-        const unsigned char *b = p + i * 16;
-        size_t j;
-        for (j = 0; j < n; j++, b += 16)
-            acc += hk_mix(hk_load_le64(b), hk_load_le64(b + 8), k->t[2 * j] + tw,
-                          k->t[2 * j + 1] - tw);
-        i += n;
-        tw += k->step;
-    }
+    size_t i, j;
+    for (i = 0; i + 8 <= nblocks; i += 8, tw += k->step)
+        for (j = 0; j < 8; j++)
+            acc += hk_mix(hk_load_le64(p + 16 * (i + j)), hk_load_le64(p + 16 * (i + j) + 8),
+                          k->t[2 * j] + tw, k->t[2 * j + 1] - tw);
+    for (j = 0; i + j < nblocks; j++)
+        acc += hk_mix(hk_load_le64(p + 16 * (i + j)), hk_load_le64(p + 16 * (i + j) + 8),
+                      k->t[2 * j] + tw, k->t[2 * j + 1] - tw);
     if (len & 15u)
-        acc += hk_mix(hk_load_le64(p + len - 16), hk_load_le64(p + len - 8), k->t[16], k->t[17]);
+        acc +=
+            hk_mix(hk_load_le64(p + len - 16), hk_load_le64(p + len - 8), k->last[0], k->last[1]);
     return hk_fmix64(acc);
 }
 
@@ -147,8 +148,8 @@ static inline uint64_t hk_short_hash64(const unsigned char *p, size_t len, const
     } else {
         a = b = 0;
     }
-    lo = a ^ k->t[16];
-    hi = b ^ k->t[17];
+    lo = a ^ k->last[0];
+    hi = b ^ k->last[1];
     return hk_fmix64((uint64_t)len * HK_P1 + k->s64 + hk_bswap64(lo) + hi + hk_fold(lo, hi));
 }
 

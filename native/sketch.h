@@ -64,7 +64,6 @@ typedef struct sk_sketch {
     int kind;
     uint32_t k, width, depth, max_key_len, key_bytes;
     uint64_t seed;
-    hk_key hkey; /* the hash's key, derived from seed once */
     uint64_t rng, rng0;
     uint64_t *hk; /* HeavyKeeper slots: fingerprint << 32 | counter, SK_HK_SLOTS per bucket */
     uint32_t *cm; /* Count-Min counters */
@@ -76,6 +75,8 @@ typedef struct sk_sketch {
     unsigned char *arena;
     uint32_t arena_used, live_bytes;
     uint32_t space_evictions; /* entries dropped to free key bytes (saturating) */
+    hk_key hkey; /* the hash's key, derived from seed once (last: the hot fields above share
+                    their cache lines) */
 } sk_sketch;
 
 /* Batch pre-aggregation: repeated keys of a batch are summed (first-occurrence order,
