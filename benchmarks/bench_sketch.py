@@ -246,6 +246,13 @@ class Stream:
     truth: list[tuple[bytes, int]]
 
 
+def _key_name(i: int, key_len: int) -> bytes:
+    """Key ``i`` of ``key_len`` bytes: ``item:`` + digits, or digits only under 12 bytes."""
+    if key_len >= 12:
+        return b"item:%0*d" % (key_len - 5, i)
+    return b"%0*d" % (key_len, i)
+
+
 def make_stream(
     events: int, universe: int, alpha: float, key_len: int, seed: int, batch: int
 ) -> Stream:
@@ -256,7 +263,7 @@ def make_stream(
     for i in ids:
         key = names.get(i)
         if key is None:
-            key = names[i] = b"item:%0*d" % (key_len - 5, i)
+            key = names[i] = _key_name(i, key_len)
             strs[key] = key.decode()
         keys.append(key)
     exact = Counter(keys)
@@ -382,8 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--countmin", action="store_true", help="also hotkeyd CountMinTopK")
     ap.add_argument("--counter", action="store_true", help="also collections.Counter (exact)")
     args = ap.parse_args(argv)
-    if min(args.key_len) < 12:
-        ap.error("--key-len must be >= 12 (item: + 7 digits)")
+    if min(args.key_len) < len(str(args.universe - 1)):
+        ap.error("--key-len must hold the digits of the largest key id (--universe)")
 
     print(f"# hotkeyd sketch benchmark (implementation: {hk_sketch.IMPLEMENTATION})")
     print(
