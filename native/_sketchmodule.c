@@ -224,18 +224,27 @@ static int seed_arg(PyObject *o, uint64_t *out) {
 /* ------------------------------------------------------------ lifecycle */
 
 static PyObject *Sketch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"k",    "memory",      "width",     "depth",
-                             "seed", "max_key_len", "key_bytes", NULL};
+    static char *kwlist[] = {"k",           "memory",    "width",      "depth", "seed",
+                             "max_key_len", "key_bytes", "adapt_keys", NULL};
     PyObject *ok = NULL, *omem = NULL, *ow = NULL, *od = NULL, *oseed = NULL, *oml = NULL,
-             *okb = NULL;
+             *okb = NULL, *oadapt = NULL;
+    int adapt = 0;
     int64_t k, mem, w, d, ml, kb;
     uint64_t seed;
     sk_params p;
     char err[512];
     SketchObject *self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOOO", kwlist, &ok, &omem, &ow, &od, &oseed,
-                                     &oml, &okb))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOOOO", kwlist, &ok, &omem, &ow, &od, &oseed,
+                                     &oml, &okb, &oadapt))
         return NULL;
+    if (oadapt) {
+        if (!PyBool_Check(oadapt)) {
+            PyErr_Format(PyExc_TypeError, "adapt_keys must be a bool, not %.100s",
+                         Py_TYPE(oadapt)->tp_name);
+            return NULL;
+        }
+        adapt = oadapt == Py_True;
+    }
     if (int_arg(ok, "k", 0, &k) || int_arg(omem, "memory", 1, &mem) ||
         int_arg(ow, "width", 1, &w) || int_arg(od, "depth", 1, &d) || seed_arg(oseed, &seed) ||
         int_arg(oml, "max_key_len", 0, &ml) || int_arg(okb, "key_bytes", 1, &kb))
@@ -248,6 +257,7 @@ static PyObject *Sketch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         PyErr_SetString(SketchError, err);
         return NULL;
     }
+    p.adaptive = p.adaptive && adapt;
     self = (SketchObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
@@ -881,6 +891,10 @@ GETTER(k, self->sk->k)
 GETTER(width, self->sk->width)
 GETTER(depth, self->sk->depth)
 GETTER(seed, self->sk->seed)
+static PyObject *Sketch_get_adapt_keys(SketchObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->sk->adaptive);
+}
 GETTER(max_key_len, self->sk->max_key_len)
 GETTER(key_bytes, self->sk->key_bytes)
 GETTER(nbytes, sk_nbytes(self->sk))
@@ -896,6 +910,8 @@ static PyGetSetDef Sketch_getset[] = {
     {"width", (getter)Sketch_get_width, NULL, "Buckets per row.", NULL},
     {"depth", (getter)Sketch_get_depth, NULL, "Number of rows.", NULL},
     {"seed", (getter)Sketch_get_seed, NULL, "Hash and decay RNG seed.", NULL},
+    {"adapt_keys", (getter)Sketch_get_adapt_keys, NULL,
+     "Whether the key store may take bytes from the table for long keys.", NULL},
     {"max_key_len", (getter)Sketch_get_max_key_len, NULL, "Longest accepted key in bytes.", NULL},
     {"key_bytes", (getter)Sketch_get_key_bytes, NULL, "Byte budget for keys held by the heap.",
      NULL},
@@ -940,7 +956,7 @@ static PyTypeObject HeavyKeeperType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc =
         "HeavyKeeper(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
-        "key_bytes=None)\n\n"
+        "key_bytes=None, adapt_keys=False)\n\n"
         "HeavyKeeper top-k sketch (Gong et al., USENIX ATC 2018), C core.\n\n"
         "memory is the total byte budget (buckets, heap, index and key arena); nbytes never\n"
         "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.HeavyKeeper for the same "
@@ -963,7 +979,7 @@ static PyTypeObject CountMinType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc =
         "CountMinTopK(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
-        "key_bytes=None)\n\n"
+        "key_bytes=None, adapt_keys=False)\n\n"
         "Count-Min sketch with conservative update and a top-k heap, C core. Mergeable with a\n"
         "sketch of the same width, depth, seed and max_key_len.\n\n"
         "memory is the total byte budget (counters, heap, index and key arena); nbytes never\n"

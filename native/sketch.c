@@ -164,6 +164,7 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, u
         snprintf(err, errlen, "depth must be in [1, %u], got %lld", SK_MAX_DEPTH, (long long)depth);
         return -1;
     }
+    out->adaptive = 0;
     if (key_bytes == SK_UNSET) {
         /* The automatic split: a quarter of the budget holds keys (never more than k keys
          * of max_key_len), the rest buckets; docs/sketch.md, "Memory". */
@@ -172,6 +173,7 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, u
             key_bytes = budget > 0 ? budget / SK_KEY_SHARE : 0;
             if (key_bytes > k * max_key_len)
                 key_bytes = k * max_key_len;
+            out->adaptive = 1;
         } else {
             key_bytes =
                 k * (max_key_len < (int64_t)SK_KEY_RESERVE_AVG ? max_key_len : SK_KEY_RESERVE_AVG);
@@ -246,6 +248,7 @@ sk_sketch *sk_new(const sk_params *p) {
     hk_key_init(&s->hkey, p->seed);
     s->max_key_len = p->max_key_len;
     s->key_bytes = p->key_bytes;
+    s->adaptive = p->adaptive;
     s->rng0 = s->rng = (uint64_t)p->seed ^ 0xd1b54a32d192ed03ULL;
     if (p->kind == SK_KIND_HEAVYKEEPER)
         s->hk = (uint64_t *)calloc(cells, sizeof(uint64_t));
@@ -450,6 +453,114 @@ static void heap_pop_min(sk_sketch *s) {
     }
 }
 
+/* The key store adapts to the key lengths seen (automatic split only): when a key does not
+ * fit and k keys of the average length tracked so far would not either, the table gives
+ * bytes to the store by halving its width, down to max(SK_MIN_WIDTH, k) buckets per row.
+ * Old bucket j covers the hash range [j, j+1) * 2^32 / w; it is merged into every new
+ * bucket whose range meets it: Count-Min keeps the larger counter (still an upper bound
+ * for every key there), HeavyKeeper keeps the two strongest slots (a fingerprint met twice
+ * keeps its larger count; earlier buckets and slot 0 first on ties). Returns 1 when it grew. */
+static int want_more_keys(const sk_sketch *s, uint32_t len) {
+    return s->adaptive &&
+           ((uint64_t)s->live_bytes + len) * s->k > (uint64_t)s->key_bytes * (s->size + 1u);
+}
+
+static void hk_merge_slot(uint64_t *b, uint64_t w) {
+    uint32_t c = (uint32_t)w, j, weak;
+    if (!c)
+        return;
+    for (j = 0; j < SK_HK_SLOTS; j++) {
+        if ((uint32_t)b[j] && (b[j] >> 32) == (w >> 32)) {
+            if (c > (uint32_t)b[j])
+                b[j] = w;
+            return;
+        }
+    }
+    for (j = 0; j < SK_HK_SLOTS; j++) {
+        if (!(uint32_t)b[j]) {
+            b[j] = w;
+            return;
+        }
+    }
+    weak = (uint32_t)b[1] < (uint32_t)b[0] ? 1u : 0u;
+    if (c > (uint32_t)b[weak])
+        b[weak] = w;
+}
+
+static int sk_grow_keys(sk_sketch *s) {
+    const uint32_t w = s->width, w2 = w / 2, d = s->depth;
+    const uint32_t minw = s->k > SK_MIN_WIDTH ? s->k : SK_MIN_WIDTH;
+    const uint64_t cap = (uint64_t)s->k * s->max_key_len;
+    const size_t words = s->hk ? SK_HK_SLOTS : 1u;
+    uint64_t nk;
+    unsigned char *arena;
+    uint64_t *row64 = NULL;
+    uint32_t *row32 = NULL;
+    uint32_t r, j;
+    if (w2 < minw || s->key_bytes >= cap || s->key_bytes >= SK_MAX_KEY_BYTES)
+        return 0;
+    nk = s->key_bytes + (uint64_t)(w - w2) * d * cell_size(s->kind);
+    if (nk > cap)
+        nk = cap;
+    if (nk > SK_MAX_KEY_BYTES)
+        nk = SK_MAX_KEY_BYTES;
+    if (s->hk)
+        row64 = (uint64_t *)malloc((size_t)w2 * words * sizeof(uint64_t));
+    else
+        row32 = (uint32_t *)malloc((size_t)w2 * sizeof(uint32_t));
+    arena = (unsigned char *)realloc(s->arena, (size_t)nk);
+    if (arena)
+        s->arena = arena;
+    if (!arena || (!row64 && !row32)) {
+        free(row64);
+        free(row32);
+        return 0;
+    }
+    for (r = 0; r < d; r++) {
+        if (row64)
+            memset(row64, 0, (size_t)w2 * words * sizeof(uint64_t));
+        else
+            memset(row32, 0, (size_t)w2 * sizeof(uint32_t));
+        for (j = 0; j < w; j++) {
+            uint64_t xlo = (((uint64_t)j << 32) + w - 1) / w;
+            uint64_t xhi = ((((uint64_t)j + 1) << 32) + w - 1) / w - 1;
+            uint32_t m, mlo = (uint32_t)((xlo * w2) >> 32), mhi = (uint32_t)((xhi * w2) >> 32);
+            for (m = mlo; m <= mhi; m++) {
+                if (row64) {
+                    const uint64_t *old = &s->hk[((size_t)r * w + j) * SK_HK_SLOTS];
+                    uint32_t t;
+                    for (t = 0; t < SK_HK_SLOTS; t++)
+                        hk_merge_slot(&row64[(size_t)m * SK_HK_SLOTS], old[t]);
+                } else {
+                    uint32_t c = s->cm[(size_t)r * w + j];
+                    if (c > row32[m])
+                        row32[m] = c;
+                }
+            }
+        }
+        /* New row r ends at (r+1)*w2 <= r*w + w2: it overwrites only rows already read. */
+        if (row64)
+            memcpy(&s->hk[(size_t)r * w2 * SK_HK_SLOTS], row64,
+                   (size_t)w2 * words * sizeof(uint64_t));
+        else
+            memcpy(&s->cm[(size_t)r * w2], row32, (size_t)w2 * sizeof(uint32_t));
+    }
+    free(row64);
+    free(row32);
+    if (s->hk) {
+        uint64_t *t = (uint64_t *)realloc(s->hk, (size_t)w2 * d * words * sizeof(uint64_t));
+        if (t)
+            s->hk = t;
+    } else {
+        uint32_t *t = (uint32_t *)realloc(s->cm, (size_t)w2 * d * sizeof(uint32_t));
+        if (t)
+            s->cm = t;
+    }
+    s->width = w2;
+    s->key_bytes = (uint32_t)nk;
+    return 1;
+}
+
 /* Offer (key, v) to the heap; v is the key's sketch estimate after the update.
  * As in the HeavyKeeper paper, a member's count becomes max(count, v). For
  * HeavyKeeper both are lower bounds of the true count; for Count-Min both are
@@ -497,6 +608,8 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
     if (s->size == s->k)
         heap_pop_min(s);
     while ((uint64_t)s->live_bytes + len > s->key_bytes) {
+        if (want_more_keys(s, len) && sk_grow_keys(s))
+            continue;
         if (s->heap[0].count >= v)
             return;
         heap_pop_min(s);
@@ -999,7 +1112,7 @@ void sk_serialize(const sk_sketch *s, unsigned char *out) {
     p[4] = (unsigned char)SK_SERIAL_VERSION;
     p[5] = 0;
     p[6] = (unsigned char)s->kind;
-    p[7] = 0;
+    p[7] = (unsigned char)s->adaptive;
     put32(p + 8, s->k);
     put32(p + 12, s->width);
     put32(p + 16, s->depth);
@@ -1062,7 +1175,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
                  kind);
         return NULL;
     }
-    if (buf[7] != 0 || get32(buf + 32) != SK_DECAY_NUM || get32(buf + 36) != SK_DECAY_DEN) {
+    if (buf[7] > 1 || get32(buf + 32) != SK_DECAY_NUM || get32(buf + 36) != SK_DECAY_DEN) {
         snprintf(err, errlen, "corrupt header: reserved or decay fields invalid");
         return NULL;
     }
@@ -1082,6 +1195,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
         *oom = 1;
         return NULL;
     }
+    s->adaptive = buf[7];
     s->rng = get64(buf + 40);
     s->space_evictions = get32(buf + 52);
     pos = SK_HEADER_SIZE;

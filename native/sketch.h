@@ -53,6 +53,7 @@
 typedef struct {
     int kind;
     uint32_t k, width, depth, max_key_len, key_bytes;
+    uint32_t adaptive; /* 1: key_bytes was the automatic split, so it may grow (sk_grow_keys) */
     uint64_t seed;
 } sk_params;
 
@@ -75,6 +76,7 @@ typedef struct sk_sketch {
     unsigned char *arena;
     uint32_t arena_used, live_bytes;
     uint32_t space_evictions; /* entries dropped to free key bytes (saturating) */
+    uint32_t adaptive; /* the key store may take bytes from the table (docs/sketch.md) */
     hk_key hkey; /* the hash's key, derived from seed once (last: the hot fields above share
                     their cache lines) */
 } sk_sketch;

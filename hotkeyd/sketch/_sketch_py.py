@@ -339,6 +339,25 @@ def _plan(
     return k, width, depth, seed, max_key_len, key_bytes
 
 
+def _hk_merge_slot(row: list[int], b: int, w: int) -> None:
+    """``hk_merge_slot`` in C: merge slot word ``w`` into the bucket at ``row[b:b+2]``."""
+    c = w & M32
+    if not c:
+        return
+    for j in range(HK_SLOTS):
+        if row[b + j] & M32 and row[b + j] >> 32 == w >> 32:
+            if c > row[b + j] & M32:
+                row[b + j] = w
+            return
+    for j in range(HK_SLOTS):
+        if not row[b + j] & M32:
+            row[b + j] = w
+            return
+    weak = 1 if (row[b + 1] & M32) < (row[b] & M32) else 0
+    if c > row[b + weak] & M32:
+        row[b + weak] = w
+
+
 def _key_bytes(o: Any) -> bytes:
     # bytes and str follow the one key rule (hotkeyd.protocol.keys); like the C core, the sketch
     # also takes any contiguous buffer, and no numbers
@@ -408,7 +427,10 @@ class _Sketch:
         seed: int = 0,
         max_key_len: int = 1024,
         key_bytes: int | None = None,
+        adapt_keys: bool = False,
     ) -> None:
+        if not isinstance(adapt_keys, bool):
+            raise TypeError(f"adapt_keys must be a bool, not {type(adapt_keys).__name__}")
         k_ = _int_arg(k, "k", False)
         mem = _int_arg(memory, "memory", True)
         w = _int_arg(width, "width", True)
@@ -419,6 +441,8 @@ class _Sketch:
         assert k_ is not None and s is not None and ml is not None
         params = _plan(self._KIND, k_, mem, w, d, s, ml, kb)
         self._init(*params)
+        # as sk_plan in C: only the automatic split adapts, and only when asked
+        self._adaptive = adapt_keys and kb is None and (w is None or mem is not None)
 
     def _init(
         self, k: int, width: int, depth: int, seed: int, max_key_len: int, key_bytes: int
@@ -431,6 +455,7 @@ class _Sketch:
         self._max_key_len = max_key_len
         self._key_bytes = key_bytes
         self._rng0 = seed ^ 0xD1B54A32D192ED03
+        self._adaptive = False
         self._lock = threading.Lock()
         self._reset()
 
@@ -462,6 +487,11 @@ class _Sketch:
     def seed(self) -> int:
         """Hash and decay RNG seed."""
         return self._seed
+
+    @property
+    def adapt_keys(self) -> bool:
+        """Whether the key store may take bytes from the table for long keys."""
+        return self._adaptive
 
     @property
     def max_key_len(self) -> int:
@@ -557,6 +587,8 @@ class _Sketch:
         if size == self._k:
             self._pop_min()
         while self._live + klen > self._key_bytes:
+            if self._want_more_keys(klen) and self._grow_keys():
+                continue
             if heap[0][0] >= v:
                 return
             self._pop_min()
@@ -567,6 +599,41 @@ class _Sketch:
         self._index[key] = size
         self._live += klen
         self._sift_up(size)
+
+    def _want_more_keys(self, klen: int) -> bool:
+        """``want_more_keys`` in C: k keys of the average tracked length would not fit."""
+        return self._adaptive and (self._live + klen) * self._k > self._key_bytes * (
+            len(self._heap) + 1
+        )
+
+    def _grow_keys(self) -> bool:
+        """``sk_grow_keys`` in C: halve the width, give the freed bytes to the key store."""
+        w, d = self._width, self._depth
+        w2 = w // 2
+        cap = self._k * self._max_key_len
+        if w2 < max(self._k, MIN_WIDTH) or self._key_bytes >= min(cap, MAX_KEY_BYTES):
+            return False
+        nk = min(self._key_bytes + (w - w2) * d * CELL_SIZE[self._KIND], cap, MAX_KEY_BYTES)
+        hk = self._KIND == KIND_HEAVYKEEPER
+        old = self._cells
+        new: list[int] = []
+        for r in range(d):
+            row = [0] * (w2 * (HK_SLOTS if hk else 1))
+            for j in range(w):
+                xlo = ((j << 32) + w - 1) // w
+                xhi = (((j + 1) << 32) + w - 1) // w - 1
+                for m in range((xlo * w2) >> 32, ((xhi * w2) >> 32) + 1):
+                    if hk:
+                        base = (r * w + j) * HK_SLOTS
+                        for t in range(HK_SLOTS):
+                            _hk_merge_slot(row, m * HK_SLOTS, old[base + t])
+                    elif old[r * w + j] > row[m]:
+                        row[m] = old[r * w + j]
+            new += row
+        self._cells = new
+        self._width = w2
+        self._key_bytes = nk
+        return True
 
     def _pop_min(self) -> None:
         heap = self._heap
@@ -766,7 +833,7 @@ class _Sketch:
                     MAGIC,
                     SERIAL_VERSION,
                     self._KIND,
-                    0,
+                    int(self._adaptive),
                     self._k,
                     self._width,
                     self._depth,
@@ -821,7 +888,7 @@ class _Sketch:
             raise SerializationError(
                 f"sketch kind {kind} does not match the class (expected {cls._KIND})"
             )
-        if res1 or num != DECAY_NUM or den != DECAY_DEN:
+        if res1 > 1 or num != DECAY_NUM or den != DECAY_DEN:
             raise SerializationError("corrupt header: reserved or decay fields invalid")
         try:
             params = _plan(cls._KIND, k, None, width, depth, seed, ml, kb)
@@ -833,6 +900,7 @@ class _Sketch:
             raise SerializationError("corrupt sketch: heap size or table does not fit")
         self = cls.__new__(cls)
         self._init(*params)
+        self._adaptive = bool(res1)
         self._rng = rng
         self._space_evictions = spc
         code = "Q" if cls._KIND == KIND_HEAVYKEEPER else "I"
