@@ -42,13 +42,13 @@ static inline uint32_t sat_add(uint32_t a, uint32_t b) {
 static inline void row_indexes(uint64_t hash, uint32_t width, uint32_t depth, uint32_t *idx) {
     uint32_t h1 = (uint32_t)hash, h2 = (uint32_t)(hash >> 32) | 1u;
     uint32_t i;
-    for (i = 0; i < depth; i++) {
+    for (i = 0; i < depth && i < 2; i++)
+        idx[i] = (uint32_t)(((uint64_t)(h1 + i * h2) * width) >> 32);
+    for (; i < depth; i++) {
         uint32_t x = h1 + i * h2;
-        if (i >= 2) {
-            x ^= x >> 16;
-            x *= 0x45D9F3Bu;
-            x ^= x >> 16;
-        }
+        x ^= x >> 16;
+        x *= 0x45D9F3Bu;
+        x ^= x >> 16;
         idx[i] = (uint32_t)(((uint64_t)x * width) >> 32);
     }
 }
