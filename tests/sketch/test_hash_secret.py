@@ -126,3 +126,29 @@ def test_native_equals_twin_every_length(native_mod: Any) -> None:
 def test_process_seed_is_random_and_stable() -> None:
     assert process_seed() == process_seed()
     assert 0 <= process_seed() <= M64
+
+
+def test_daemon_settings_take_the_secret() -> None:
+    """The daemon's sketches use the process secret unless a seed is given (tests,
+    replays); a given seed is never printed."""
+    from hotkeyd.daemon.config import Settings
+    from hotkeyd.errors import ConfigError
+
+    assert Settings().detector.seed == process_seed()
+    assert Settings(hash_seed=7).detector.seed == 7
+    assert Settings(hash_seed=7).redacted()["hash_seed"] == "***"
+    for bad in (-1, 1 << 64):
+        try:
+            Settings(hash_seed=bad)
+        except ConfigError as exc:
+            assert str(bad) not in str(exc)
+        else:
+            raise AssertionError("accepted an out-of-range seed")
+
+
+def test_print_config_hides_the_seed() -> None:
+    from hotkeyd.testing import run_daemon
+
+    out = run_daemon("--print-config", env={"HOTKEYD_HASH_SEED": "123456789012345"}, text=True)
+    assert out.returncode == 0, out.stderr
+    assert '"hash_seed": "***"' in out.stdout and "123456789012345" not in out.stdout
