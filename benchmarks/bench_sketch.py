@@ -103,12 +103,15 @@ class Impl:
 class Ours(Impl):
     peer = False
 
-    def __init__(self, memory: int, key_len: int, cls: Any) -> None:
+    def __init__(self, memory: int, key_len: int, cls: Any, adapt_keys: bool = False) -> None:
         super().__init__(memory, key_len)
         self.cls = cls
+        self.adapt_keys = adapt_keys
         self.name = f"hotkeyd {cls.__name__}"
 
     def new(self) -> Any:
+        if self.adapt_keys:
+            return self.cls(k=K, memory=self.memory, seed=0, adapt_keys=True)
         return self.cls(k=K, memory=self.memory, seed=0)
 
     def feed_many(self, sk: Any, batch: list[bytes], sbatch: list[str]) -> None:
@@ -246,6 +249,13 @@ class Stream:
     truth: list[tuple[bytes, int]]
 
 
+def _key_name(i: int, key_len: int) -> bytes:
+    """Key ``i`` of ``key_len`` bytes: ``item:`` + digits, or digits only under 12 bytes."""
+    if key_len >= 12:
+        return b"item:%0*d" % (key_len - 5, i)
+    return b"%0*d" % (key_len, i)
+
+
 def make_stream(
     events: int, universe: int, alpha: float, key_len: int, seed: int, batch: int
 ) -> Stream:
@@ -256,7 +266,7 @@ def make_stream(
     for i in ids:
         key = names.get(i)
         if key is None:
-            key = names[i] = b"item:%0*d" % (key_len - 5, i)
+            key = names[i] = _key_name(i, key_len)
             strs[key] = key.decode()
         keys.append(key)
     exact = Counter(keys)
@@ -379,16 +389,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     ap.add_argument("--no-peers", action="store_true", help="only hotkeyd")
+    ap.add_argument(
+        "--adapt-keys", action="store_true", help="hotkeyd sketches with adapt_keys=True"
+    )
     ap.add_argument("--countmin", action="store_true", help="also hotkeyd CountMinTopK")
     ap.add_argument("--counter", action="store_true", help="also collections.Counter (exact)")
     args = ap.parse_args(argv)
-    if min(args.key_len) < 12:
-        ap.error("--key-len must be >= 12 (item: + 7 digits)")
+    if min(args.key_len) < len(str(args.universe - 1)):
+        ap.error("--key-len must hold the digits of the largest key id (--universe)")
 
     print(f"# hotkeyd sketch benchmark (implementation: {hk_sketch.IMPLEMENTATION})")
     print(
         f"events={args.events} universe={args.universe} k={K} repeats={args.repeats} "
-        f"(interleaved, median) batch={args.batch} python={sys.version.split()[0]}\n"
+        f"(interleaved, median) batch={args.batch} adapt_keys={args.adapt_keys} "
+        f"python={sys.version.split()[0]}\n"
     )
     have_rust = importlib.util.find_spec("heavykeeper") is not None
     have_ds = importlib.util.find_spec("datasketches") is not None
@@ -398,9 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"alpha={alpha} key_len={key_len}: generating stream", file=sys.stderr)
             st = make_stream(args.events, args.universe, alpha, key_len, args.seed, args.batch)
             for memory in args.memory:
-                impls: list[Impl] = [Ours(memory, key_len, hk_sketch.HeavyKeeper)]
+                impls: list[Impl] = [Ours(memory, key_len, hk_sketch.HeavyKeeper, args.adapt_keys)]
                 if args.countmin:
-                    impls.append(Ours(memory, key_len, hk_sketch.CountMinTopK))
+                    impls.append(Ours(memory, key_len, hk_sketch.CountMinTopK, args.adapt_keys))
                 if not args.no_peers:
                     if have_rust:
                         impls.append(RustHeavyKeeper(memory, key_len))

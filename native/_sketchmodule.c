@@ -197,35 +197,67 @@ static int int_arg(PyObject *o, const char *name, int allow_none, int64_t *out) 
     return 0;
 }
 
+/* A hash seed: an int in [0, 2^64) (TypeError otherwise, SketchError when out of range;
+ * the value is never echoed: seeds are secrets). */
+static int seed_arg(PyObject *o, uint64_t *out) {
+    unsigned long long x;
+    if (o == NULL) {
+        *out = 0;
+        return 0;
+    }
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "seed must be an int, not %.100s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    x = PyLong_AsUnsignedLongLong(o);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        PyErr_SetString(SketchError, "seed must be in [0, 2**64 - 1]");
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
 /* ------------------------------------------------------------ lifecycle */
 
 static PyObject *Sketch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"k",    "memory",      "width",     "depth",
-                             "seed", "max_key_len", "key_bytes", NULL};
+    static char *kwlist[] = {"k",           "memory",    "width",      "depth", "seed",
+                             "max_key_len", "key_bytes", "adapt_keys", NULL};
     PyObject *ok = NULL, *omem = NULL, *ow = NULL, *od = NULL, *oseed = NULL, *oml = NULL,
-             *okb = NULL;
-    int64_t k, mem, w, d, seed, ml, kb;
+             *okb = NULL, *oadapt = NULL;
+    int adapt = 0;
+    int64_t k, mem, w, d, ml, kb;
+    uint64_t seed;
     sk_params p;
     char err[512];
     SketchObject *self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOOO", kwlist, &ok, &omem, &ow, &od, &oseed,
-                                     &oml, &okb))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOOOO", kwlist, &ok, &omem, &ow, &od, &oseed,
+                                     &oml, &okb, &oadapt))
         return NULL;
+    if (oadapt) {
+        if (!PyBool_Check(oadapt)) {
+            PyErr_Format(PyExc_TypeError, "adapt_keys must be a bool, not %.100s",
+                         Py_TYPE(oadapt)->tp_name);
+            return NULL;
+        }
+        adapt = oadapt == Py_True;
+    }
     if (int_arg(ok, "k", 0, &k) || int_arg(omem, "memory", 1, &mem) ||
-        int_arg(ow, "width", 1, &w) || int_arg(od, "depth", 1, &d) ||
-        int_arg(oseed, "seed", 0, &seed) || int_arg(oml, "max_key_len", 0, &ml) ||
-        int_arg(okb, "key_bytes", 1, &kb))
+        int_arg(ow, "width", 1, &w) || int_arg(od, "depth", 1, &d) || seed_arg(oseed, &seed) ||
+        int_arg(oml, "max_key_len", 0, &ml) || int_arg(okb, "key_bytes", 1, &kb))
         return NULL;
     if (!ok)
         k = 100;
-    if (!oseed)
-        seed = 0;
     if (!oml)
         ml = 1024;
     if (sk_plan(kind_of(type), k, mem, w, d, seed, ml, kb, &p, err, sizeof err) != 0) {
         PyErr_SetString(SketchError, err);
         return NULL;
     }
+    p.adaptive = p.adaptive && adapt;
     self = (SketchObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
@@ -846,8 +878,8 @@ static PyObject *Sketch_repr(SketchObject *self) {
     const char *name = strrchr(Py_TYPE(self)->tp_name, '.');
     name = name ? name + 1 : Py_TYPE(self)->tp_name;
     return PyUnicode_FromFormat(
-        "%s(k=%u, width=%u, depth=%u, seed=%u, max_key_len=%u, nbytes=%llu)", name, self->sk->k,
-        self->sk->width, self->sk->depth, self->sk->seed, self->sk->max_key_len,
+        "%s(k=%u, width=%u, depth=%u, seed=%llu, max_key_len=%u, nbytes=%llu)", name, self->sk->k,
+        self->sk->width, self->sk->depth, (unsigned long long)self->sk->seed, self->sk->max_key_len,
         (unsigned long long)sk_nbytes(self->sk));
 }
 
@@ -859,6 +891,10 @@ GETTER(k, self->sk->k)
 GETTER(width, self->sk->width)
 GETTER(depth, self->sk->depth)
 GETTER(seed, self->sk->seed)
+static PyObject *Sketch_get_adapt_keys(SketchObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->sk->adaptive);
+}
 GETTER(max_key_len, self->sk->max_key_len)
 GETTER(key_bytes, self->sk->key_bytes)
 GETTER(nbytes, sk_nbytes(self->sk))
@@ -874,6 +910,8 @@ static PyGetSetDef Sketch_getset[] = {
     {"width", (getter)Sketch_get_width, NULL, "Buckets per row.", NULL},
     {"depth", (getter)Sketch_get_depth, NULL, "Number of rows.", NULL},
     {"seed", (getter)Sketch_get_seed, NULL, "Hash and decay RNG seed.", NULL},
+    {"adapt_keys", (getter)Sketch_get_adapt_keys, NULL,
+     "Whether the key store may take bytes from the table for long keys.", NULL},
     {"max_key_len", (getter)Sketch_get_max_key_len, NULL, "Longest accepted key in bytes.", NULL},
     {"key_bytes", (getter)Sketch_get_key_bytes, NULL, "Byte budget for keys held by the heap.",
      NULL},
@@ -918,7 +956,7 @@ static PyTypeObject HeavyKeeperType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc =
         "HeavyKeeper(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
-        "key_bytes=None)\n\n"
+        "key_bytes=None, adapt_keys=False)\n\n"
         "HeavyKeeper top-k sketch (Gong et al., USENIX ATC 2018), C core.\n\n"
         "memory is the total byte budget (buckets, heap, index and key arena); nbytes never\n"
         "exceeds it. Results are identical to hotkeyd.sketch._sketch_py.HeavyKeeper for the same "
@@ -941,7 +979,7 @@ static PyTypeObject CountMinType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc =
         "CountMinTopK(k=100, memory=None, *, width=None, depth=None, seed=0, max_key_len=1024, "
-        "key_bytes=None)\n\n"
+        "key_bytes=None, adapt_keys=False)\n\n"
         "Count-Min sketch with conservative update and a top-k heap, C core. Mergeable with a\n"
         "sketch of the same width, depth, seed and max_key_len.\n\n"
         "memory is the total byte budget (counters, heap, index and key arena); nbytes never\n"
@@ -958,14 +996,13 @@ static PyTypeObject CountMinType = {
     .tp_repr = (reprfunc)Sketch_repr,
 };
 
-/* murmur3_32 and sketch_hash: parse (key, seed=0), check the seed, hash. */
-static PyObject *hash_call(PyObject *args, const char *fmt,
-                           uint32_t (*fn)(const void *, size_t, uint32_t)) {
+static PyObject *native_murmur3_32(PyObject *mod, PyObject *args) {
     PyObject *okey;
     unsigned long long seed = 0;
     keyref k;
     uint32_t h;
-    if (!PyArg_ParseTuple(args, fmt, &okey, &seed))
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "O|K:murmur3_32", &okey, &seed))
         return NULL;
     if (seed > 0xFFFFFFFFULL) {
         PyErr_SetString(SketchError, "seed must be in [0, 4294967295]");
@@ -973,19 +1010,24 @@ static PyObject *hash_call(PyObject *args, const char *fmt,
     }
     if (key_get(okey, &k))
         return NULL;
-    h = fn(k.p, (size_t)k.n, (uint32_t)seed);
+    h = hk_murmur3_32(k.p, (size_t)k.n, (uint32_t)seed);
     key_release(&k);
     return PyLong_FromUnsignedLong(h);
 }
 
-static PyObject *native_murmur3_32(PyObject *mod, PyObject *args) {
-    (void)mod;
-    return hash_call(args, "O|K:murmur3_32", hk_murmur3_32);
-}
-
 static PyObject *native_sketch_hash(PyObject *mod, PyObject *args) {
+    PyObject *okey, *oseed = NULL;
+    uint64_t seed;
+    keyref k;
+    uint32_t h;
     (void)mod;
-    return hash_call(args, "O|K:sketch_hash", hk_key_hash);
+    if (!PyArg_ParseTuple(args, "O|O:sketch_hash", &okey, &oseed) || seed_arg(oseed, &seed))
+        return NULL;
+    if (key_get(okey, &k))
+        return NULL;
+    h = hk_key_hash(k.p, (size_t)k.n, seed);
+    key_release(&k);
+    return PyLong_FromUnsignedLong(h);
 }
 
 /* window_sums(sketches, caches, factors, keys) -> list[float]: for each key, the sum over

@@ -25,32 +25,57 @@ static inline uint64_t hk_fmix64(uint64_t x) {
     return x;
 }
 
+/* The key: everything the hash takes from the seed, derived once per sketch (no work per
+ * key or per byte). The seed is a per-process secret of 64 bits (the daemon draws it from
+ * os.urandom at start): a crafted collision must guess it. */
+typedef struct {
+    uint64_t s64; /* offset added to every key's accumulator */
+    uint64_t last[2]; /* t[16], t[17] of the spec: the last block and short keys (first, so
+                         a short key's hash reads one cache line of the key) */
+    uint64_t step; /* added to the block masks after every 8 blocks (odd) */
+    uint64_t t[16]; /* block masks (block i: t[2(i mod 8)], t[2(i mod 8)+1]) */
+} hk_key;
+
 /* The specification, shared with the twin (all arithmetic mod 2^64):
- *   s64 = seed * P0
+ *   key from seed: x = seed; s64, t[0..17], step (| 1) are the next 20 SplitMix64 outputs
  *   keys of 16 bytes or more:  acc = len * P1 + s64
- *     for each full 16-byte block i (little-endian words a, b):
- *       acc += fold(a ^ (S[2i mod 16] + s64 + i), b ^ (S[2i+1 mod 16] - s64 - i))
+ *     for each full 16-byte block i (little-endian words a, b), tw = (i / 8) * step:
+ *       acc += mix(a, b, t[2(i mod 8)] + tw, t[2(i mod 8) + 1] - tw)
  *     if len is not a multiple of 16, the last 16 bytes (a, b) once more:
- *       acc += fold(a ^ (S[16] + s64), b ^ (S[17] - s64))
+ *       acc += mix(a, b, t[16], t[17])
  *   keys under 16 bytes: two little-endian words a, b read from the key
  *     (8-15 bytes: the first 8 and the last 8; 4-7: the first 4 and the last 4;
  *      1-3: a = k[0] | k[len/2] << 8 | k[len-1] << 16, b = 0; empty: a = b = 0),
- *     lo = a ^ (S[16] + s64), hi = b ^ (S[17] - s64),
+ *     lo = a ^ t[16], hi = b ^ t[17],
  *     acc = len * P1 + s64 + bswap64(lo) + hi + fold(lo, hi)
  *   H = fmix64(acc); fingerprint = (H ^ (H >> 32)) mod 2^32
- * where fold(x, y) = low64(x*y) ^ high64(x*y) of the 128-bit product and S are the
- * first 18 outputs of SplitMix64 from state 0. Short keys take one multiply and no loop
- * (12 bytes: ~4 ns less latency than MurmurHash3, which the per-call path waits on). */
-#define HK_P0 0x9E3779B97F4A7C15ull
+ * where mix(a, b, ka, kb) = fold(a ^ ka, b ^ kb) + (a ^ rotl64(b, 32)),
+ * fold(x, y) = low64(x*y) ^ high64(x*y) of the 128-bit product.
+ * Why mix adds the words themselves: fold alone is symmetric (a block whose masked words
+ * are swapped collides) and a masked word of 0 makes it 0 whatever the other word is; the
+ * added term keeps both words even then, so neither twin collides even for someone who
+ * knows the masks. Why the masks come from the seed and change every 8 blocks by a
+ * secret step: with fixed masks (or masks that differ by public constants) collisions
+ * are the same for every seed. Short keys take one multiply and no loop. */
 #define HK_P1 0xC2B2AE3D27D4EB4Full
 
-static const uint64_t HK_S[18] = {
-    0xE220A8397B1DCDAFull, 0x6E789E6AA1B965F4ull, 0x06C45D188009454Full, 0xF88BB8A8724C81ECull,
-    0x1B39896A51A8749Bull, 0x53CB9F0C747EA2EAull, 0x2C829ABE1F4532E1ull, 0xC584133AC916AB3Cull,
-    0x3EE5789041C98AC3ull, 0xF3B8488C368CB0A6ull, 0x657EECDD3CB13D09ull, 0xC2D326E0055BDEF6ull,
-    0x8621A03FE0BBDB7Bull, 0x8E1F7555983AA92Full, 0xB54E0F1600CC4D19ull, 0x84BB3F97971D80ABull,
-    0x7D29825C75521255ull, 0xC3CF17102B7F7F86ull,
-};
+static inline uint64_t hk_splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline void hk_key_init(hk_key *k, uint64_t seed) {
+    uint64_t x = seed;
+    int i;
+    k->s64 = hk_splitmix64(&x);
+    for (i = 0; i < 16; i++)
+        k->t[i] = hk_splitmix64(&x);
+    k->last[0] = hk_splitmix64(&x);
+    k->last[1] = hk_splitmix64(&x);
+    k->step = hk_splitmix64(&x) | 1u;
+}
 
 static inline uint64_t hk_load_le64(const unsigned char *p) {
     return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
@@ -86,22 +111,30 @@ static inline uint64_t hk_fold(uint64_t x, uint64_t y) {
 #endif
 }
 
-static inline uint64_t hk_long_hash64(const unsigned char *p, size_t len, uint64_t s64) {
+static inline uint64_t hk_rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t hk_mix(uint64_t a, uint64_t b, uint64_t ka, uint64_t kb) {
+    return hk_fold(a ^ ka, b ^ kb) + (a ^ hk_rotl64(b, 32));
+}
+
+static inline uint64_t hk_long_hash64(const unsigned char *p, size_t len, const hk_key *k) {
     const size_t nblocks = len / 16;
-    uint64_t acc = (uint64_t)len * HK_P1 + s64;
-    size_t i;
-    for (i = 0; i < nblocks; i++) {
-        const unsigned char *b = p + i * 16;
-        acc += hk_fold(hk_load_le64(b) ^ (HK_S[(2 * i) & 15] + s64 + i),
-                       hk_load_le64(b + 8) ^ (HK_S[(2 * i + 1) & 15] - s64 - i));
-    }
+    uint64_t acc = (uint64_t)len * HK_P1 + k->s64, tw = 0;
+    size_t i, j;
+    for (i = 0; i + 8 <= nblocks; i += 8, tw += k->step)
+        for (j = 0; j < 8; j++)
+            acc += hk_mix(hk_load_le64(p + 16 * (i + j)), hk_load_le64(p + 16 * (i + j) + 8),
+                          k->t[2 * j] + tw, k->t[2 * j + 1] - tw);
+    for (j = 0; i + j < nblocks; j++)
+        acc += hk_mix(hk_load_le64(p + 16 * (i + j)), hk_load_le64(p + 16 * (i + j) + 8),
+                      k->t[2 * j] + tw, k->t[2 * j + 1] - tw);
     if (len & 15u)
-        acc += hk_fold(hk_load_le64(p + len - 16) ^ (HK_S[16] + s64),
-                       hk_load_le64(p + len - 8) ^ (HK_S[17] - s64));
+        acc +=
+            hk_mix(hk_load_le64(p + len - 16), hk_load_le64(p + len - 8), k->last[0], k->last[1]);
     return hk_fmix64(acc);
 }
 
-static inline uint64_t hk_short_hash64(const unsigned char *p, size_t len, uint64_t s64) {
+static inline uint64_t hk_short_hash64(const unsigned char *p, size_t len, const hk_key *k) {
     uint64_t a, b, lo, hi;
     if (len >= 8) {
         a = hk_load_le64(p);
@@ -115,21 +148,21 @@ static inline uint64_t hk_short_hash64(const unsigned char *p, size_t len, uint6
     } else {
         a = b = 0;
     }
-    lo = a ^ (HK_S[16] + s64);
-    hi = b ^ (HK_S[17] - s64);
-    return hk_fmix64((uint64_t)len * HK_P1 + s64 + hk_bswap64(lo) + hi + hk_fold(lo, hi));
+    lo = a ^ k->last[0];
+    hi = b ^ k->last[1];
+    return hk_fmix64((uint64_t)len * HK_P1 + k->s64 + hk_bswap64(lo) + hi + hk_fold(lo, hi));
 }
 
-static inline uint64_t hk_key_hash64(const void *key, size_t len, uint32_t seed) {
-    const uint64_t s64 = (uint64_t)seed * HK_P0;
-    return len < HK_SHORT_KEY ? hk_short_hash64((const unsigned char *)key, len, s64)
-                              : hk_long_hash64((const unsigned char *)key, len, s64);
+static inline uint64_t hk_key_hash64(const void *key, size_t len, const hk_key *k) {
+    return len < HK_SHORT_KEY ? hk_short_hash64((const unsigned char *)key, len, k)
+                              : hk_long_hash64((const unsigned char *)key, len, k);
 }
 
 /* The 32-bit fingerprint of a key hash. */
 static inline uint32_t hk_fingerprint(uint64_t H) { return (uint32_t)(H ^ (H >> 32)); }
 
-/* hk_fingerprint(hk_key_hash64(...)): sketch_hash. */
-uint32_t hk_key_hash(const void *key, size_t len, uint32_t seed);
+/* hk_fingerprint(hk_key_hash64(...)) under the key of seed: sketch_hash (derives the key
+ * on every call: for tests and one-off hashes, not for the update path). */
+uint32_t hk_key_hash(const void *key, size_t len, uint64_t seed);
 
 #endif

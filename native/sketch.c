@@ -35,12 +35,20 @@ static inline uint32_t sat_add(uint32_t a, uint32_t b) {
 }
 
 /* Rows straight from the 64-bit key hash (its halves drive double hashing): no second
- * mix on the path from the key's bytes to its buckets. */
+ * mix on the path from the key's bytes to its first two buckets. Rows from the third on
+ * mix x first: plain double hashing puts a key whose first two rows match another key's
+ * (h1 and h2 both close: odds 1/width^2 per pair) in that key's other rows too, so a cold
+ * key could read a hot key's count in every row of a Count-Min sketch. */
 static inline void row_indexes(uint64_t hash, uint32_t width, uint32_t depth, uint32_t *idx) {
     uint32_t h1 = (uint32_t)hash, h2 = (uint32_t)(hash >> 32) | 1u;
     uint32_t i;
-    for (i = 0; i < depth; i++) {
+    for (i = 0; i < depth && i < 2; i++)
+        idx[i] = (uint32_t)(((uint64_t)(h1 + i * h2) * width) >> 32);
+    for (; i < depth; i++) {
         uint32_t x = h1 + i * h2;
+        x ^= x >> 16;
+        x *= 0x45D9F3Bu;
+        x ^= x >> 16;
         idx[i] = (uint32_t)(((uint64_t)x * width) >> 32);
     }
 }
@@ -138,15 +146,11 @@ uint64_t sk_params_nbytes(const sk_params *p) {
            (uint64_t)p->width * p->depth * cell_size(p->kind);
 }
 
-int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, int64_t seed,
+int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, uint64_t seed,
             int64_t max_key_len, int64_t key_bytes, sk_params *out, char *err, size_t errlen) {
     uint64_t fixed, cs = cell_size(kind);
     if (k < 1 || k > (int64_t)SK_MAX_K) {
         snprintf(err, errlen, "k must be in [1, %u], got %lld", SK_MAX_K, (long long)k);
-        return -1;
-    }
-    if (seed < 0 || seed > (int64_t)0xFFFFFFFFLL) {
-        snprintf(err, errlen, "seed must be in [0, 4294967295], got %lld", (long long)seed);
         return -1;
     }
     if (max_key_len < 1 || max_key_len > (int64_t)SK_MAX_KEY_LEN) {
@@ -160,6 +164,7 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, i
         snprintf(err, errlen, "depth must be in [1, %u], got %lld", SK_MAX_DEPTH, (long long)depth);
         return -1;
     }
+    out->adaptive = 0;
     if (key_bytes == SK_UNSET) {
         /* The automatic split: a quarter of the budget holds keys (never more than k keys
          * of max_key_len), the rest buckets; docs/sketch.md, "Memory". */
@@ -168,6 +173,7 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, i
             key_bytes = budget > 0 ? budget / SK_KEY_SHARE : 0;
             if (key_bytes > k * max_key_len)
                 key_bytes = k * max_key_len;
+            out->adaptive = 1;
         } else {
             key_bytes =
                 k * (max_key_len < (int64_t)SK_KEY_RESERVE_AVG ? max_key_len : SK_KEY_RESERVE_AVG);
@@ -185,7 +191,7 @@ int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, i
     out->kind = kind;
     out->k = (uint32_t)k;
     out->depth = (uint32_t)depth;
-    out->seed = (uint32_t)seed;
+    out->seed = seed;
     out->max_key_len = (uint32_t)max_key_len;
     out->key_bytes = (uint32_t)key_bytes;
     fixed = fixed_bytes(kind, out->k, out->key_bytes);
@@ -239,8 +245,10 @@ sk_sketch *sk_new(const sk_params *p) {
     s->width = p->width;
     s->depth = p->depth;
     s->seed = p->seed;
+    hk_key_init(&s->hkey, p->seed);
     s->max_key_len = p->max_key_len;
     s->key_bytes = p->key_bytes;
+    s->adaptive = p->adaptive;
     s->rng0 = s->rng = (uint64_t)p->seed ^ 0xd1b54a32d192ed03ULL;
     if (p->kind == SK_KIND_HEAVYKEEPER)
         s->hk = (uint64_t *)calloc(cells, sizeof(uint64_t));
@@ -445,6 +453,114 @@ static void heap_pop_min(sk_sketch *s) {
     }
 }
 
+/* The key store adapts to the key lengths seen (automatic split only): when a key does not
+ * fit and k keys of the average length tracked so far would not either, the table gives
+ * bytes to the store by halving its width, down to max(SK_MIN_WIDTH, k) buckets per row.
+ * Old bucket j covers the hash range [j, j+1) * 2^32 / w; it is merged into every new
+ * bucket whose range meets it: Count-Min keeps the larger counter (still an upper bound
+ * for every key there), HeavyKeeper keeps the two strongest slots (a fingerprint met twice
+ * keeps its larger count; earlier buckets and slot 0 first on ties). Returns 1 when it grew. */
+static int want_more_keys(const sk_sketch *s, uint32_t len) {
+    return s->adaptive &&
+           ((uint64_t)s->live_bytes + len) * s->k > (uint64_t)s->key_bytes * (s->size + 1u);
+}
+
+static void hk_merge_slot(uint64_t *b, uint64_t w) {
+    uint32_t c = (uint32_t)w, j, weak;
+    if (!c)
+        return;
+    for (j = 0; j < SK_HK_SLOTS; j++) {
+        if ((uint32_t)b[j] && (b[j] >> 32) == (w >> 32)) {
+            if (c > (uint32_t)b[j])
+                b[j] = w;
+            return;
+        }
+    }
+    for (j = 0; j < SK_HK_SLOTS; j++) {
+        if (!(uint32_t)b[j]) {
+            b[j] = w;
+            return;
+        }
+    }
+    weak = (uint32_t)b[1] < (uint32_t)b[0] ? 1u : 0u;
+    if (c > (uint32_t)b[weak])
+        b[weak] = w;
+}
+
+static int sk_grow_keys(sk_sketch *s) {
+    const uint32_t w = s->width, w2 = w / 2, d = s->depth;
+    const uint32_t minw = s->k > SK_MIN_WIDTH ? s->k : SK_MIN_WIDTH;
+    const uint64_t cap = (uint64_t)s->k * s->max_key_len;
+    const size_t words = s->hk ? SK_HK_SLOTS : 1u;
+    uint64_t nk;
+    unsigned char *arena;
+    uint64_t *row64 = NULL;
+    uint32_t *row32 = NULL;
+    uint32_t r, j;
+    if (w2 < minw || s->key_bytes >= cap || s->key_bytes >= SK_MAX_KEY_BYTES)
+        return 0;
+    nk = s->key_bytes + (uint64_t)(w - w2) * d * cell_size(s->kind);
+    if (nk > cap)
+        nk = cap;
+    if (nk > SK_MAX_KEY_BYTES)
+        nk = SK_MAX_KEY_BYTES;
+    if (s->hk)
+        row64 = (uint64_t *)malloc((size_t)w2 * words * sizeof(uint64_t));
+    else
+        row32 = (uint32_t *)malloc((size_t)w2 * sizeof(uint32_t));
+    arena = (unsigned char *)realloc(s->arena, (size_t)nk);
+    if (arena)
+        s->arena = arena;
+    if (!arena || (!row64 && !row32)) {
+        free(row64);
+        free(row32);
+        return 0;
+    }
+    for (r = 0; r < d; r++) {
+        if (row64)
+            memset(row64, 0, (size_t)w2 * words * sizeof(uint64_t));
+        else
+            memset(row32, 0, (size_t)w2 * sizeof(uint32_t));
+        for (j = 0; j < w; j++) {
+            uint64_t xlo = (((uint64_t)j << 32) + w - 1) / w;
+            uint64_t xhi = ((((uint64_t)j + 1) << 32) + w - 1) / w - 1;
+            uint32_t m, mlo = (uint32_t)((xlo * w2) >> 32), mhi = (uint32_t)((xhi * w2) >> 32);
+            for (m = mlo; m <= mhi; m++) {
+                if (row64) {
+                    const uint64_t *old = &s->hk[((size_t)r * w + j) * SK_HK_SLOTS];
+                    uint32_t t;
+                    for (t = 0; t < SK_HK_SLOTS; t++)
+                        hk_merge_slot(&row64[(size_t)m * SK_HK_SLOTS], old[t]);
+                } else {
+                    uint32_t c = s->cm[(size_t)r * w + j];
+                    if (c > row32[m])
+                        row32[m] = c;
+                }
+            }
+        }
+        /* New row r ends at (r+1)*w2 <= r*w + w2: it overwrites only rows already read. */
+        if (row64)
+            memcpy(&s->hk[(size_t)r * w2 * SK_HK_SLOTS], row64,
+                   (size_t)w2 * words * sizeof(uint64_t));
+        else
+            memcpy(&s->cm[(size_t)r * w2], row32, (size_t)w2 * sizeof(uint32_t));
+    }
+    free(row64);
+    free(row32);
+    if (s->hk) {
+        uint64_t *t = (uint64_t *)realloc(s->hk, (size_t)w2 * d * words * sizeof(uint64_t));
+        if (t)
+            s->hk = t;
+    } else {
+        uint32_t *t = (uint32_t *)realloc(s->cm, (size_t)w2 * d * sizeof(uint32_t));
+        if (t)
+            s->cm = t;
+    }
+    s->width = w2;
+    s->key_bytes = (uint32_t)nk;
+    return 1;
+}
+
 /* Offer (key, v) to the heap; v is the key's sketch estimate after the update.
  * As in the HeavyKeeper paper, a member's count becomes max(count, v). For
  * HeavyKeeper both are lower bounds of the true count; for Count-Min both are
@@ -492,6 +608,8 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
     if (s->size == s->k)
         heap_pop_min(s);
     while ((uint64_t)s->live_bytes + len > s->key_bytes) {
+        if (want_more_keys(s, len) && sk_grow_keys(s))
+            continue;
         if (s->heap[0].count >= v)
             return;
         heap_pop_min(s);
@@ -611,11 +729,11 @@ static inline void update_hashed(sk_sketch *s, const void *key, uint32_t len, ui
 void sk_update(sk_sketch *s, const void *key, size_t len, uint32_t count) {
     if (count == 0)
         return;
-    update_hashed(s, key, (uint32_t)len, hk_key_hash64(key, len, s->seed), count);
+    update_hashed(s, key, (uint32_t)len, hk_key_hash64(key, len, &s->hkey), count);
 }
 
 uint64_t sk_hash(const sk_sketch *s, const void *key, size_t len) {
-    return hk_key_hash64(key, len, s->seed);
+    return hk_key_hash64(key, len, &s->hkey);
 }
 
 void sk_agg_init(sk_agg *a) {
@@ -773,7 +891,7 @@ void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t c
     uint64_t h;
     if (count == 0 || sk_agg_repeat(a, key, (uint32_t)len, count))
         return;
-    h = hk_key_hash64(key, len, s->seed);
+    h = hk_key_hash64(key, len, &s->hkey);
     if (sk_agg_push(a, key, (uint32_t)len, h, count)) {
         sk_agg_flush(s, a);
         sk_agg_push(a, key, (uint32_t)len, h, count);
@@ -781,7 +899,7 @@ void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t c
 }
 
 uint32_t sk_estimate(const sk_sketch *s, const void *key, size_t len) {
-    const uint64_t hash = hk_key_hash64(key, len, s->seed);
+    const uint64_t hash = hk_key_hash64(key, len, &s->hkey);
     uint32_t h = hk_fingerprint(hash), idx[SK_MAX_DEPTH], i, est;
     int64_t pos;
     row_indexes(hash, s->width, s->depth, idx);
@@ -893,10 +1011,10 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     if (dst->width != src->width || dst->depth != src->depth || dst->seed != src->seed ||
         dst->max_key_len != src->max_key_len) {
         snprintf(err, errlen,
-                 "cannot merge sketches of different shape: width/depth/seed/max_key_len "
-                 "%u/%u/%u/%u vs %u/%u/%u/%u (all must be equal)",
-                 dst->width, dst->depth, dst->seed, dst->max_key_len, src->width, src->depth,
-                 src->seed, src->max_key_len);
+                 "cannot merge sketches of different shape: width/depth/max_key_len "
+                 "%u/%u/%u vs %u/%u/%u, seeds %s (all must be equal)",
+                 dst->width, dst->depth, dst->max_key_len, src->width, src->depth, src->max_key_len,
+                 dst->seed == src->seed ? "equal" : "differ");
         return -1;
     }
     /* Candidates: dst heap in array order, then src keys not already present. */
@@ -935,7 +1053,7 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
     off = 0;
     for (j = 0; j < n; j++) {
         const unsigned char *key = keys + off;
-        const uint64_t hash = hk_key_hash64(key, lens[j], dst->seed);
+        const uint64_t hash = hk_key_hash64(key, lens[j], &dst->hkey);
         uint32_t h = hk_fingerprint(hash), idx[SK_MAX_DEPTH], r, est = SK_COUNT_MAX;
         row_indexes(hash, dst->width, dst->depth, idx);
         for (r = 0; r < dst->depth; r++) {
@@ -994,11 +1112,11 @@ void sk_serialize(const sk_sketch *s, unsigned char *out) {
     p[4] = (unsigned char)SK_SERIAL_VERSION;
     p[5] = 0;
     p[6] = (unsigned char)s->kind;
-    p[7] = 0;
+    p[7] = (unsigned char)s->adaptive;
     put32(p + 8, s->k);
     put32(p + 12, s->width);
     put32(p + 16, s->depth);
-    put32(p + 20, s->seed);
+    put32(p + 20, (uint32_t)s->seed);
     put32(p + 24, s->max_key_len);
     put32(p + 28, s->key_bytes);
     put32(p + 32, SK_DECAY_NUM);
@@ -1006,6 +1124,7 @@ void sk_serialize(const sk_sketch *s, unsigned char *out) {
     put64(p + 40, s->rng);
     put32(p + 48, s->size);
     put32(p + 52, s->space_evictions);
+    put32(p + 56, (uint32_t)(s->seed >> 32));
     p += SK_HEADER_SIZE;
     if (s->hk) {
         for (i = 0; i < cells; i++, p += 8)
@@ -1056,12 +1175,13 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
                  kind);
         return NULL;
     }
-    if (buf[7] != 0 || get32(buf + 32) != SK_DECAY_NUM || get32(buf + 36) != SK_DECAY_DEN) {
+    if (buf[7] > 1 || get32(buf + 32) != SK_DECAY_NUM || get32(buf + 36) != SK_DECAY_DEN) {
         snprintf(err, errlen, "corrupt header: reserved or decay fields invalid");
         return NULL;
     }
-    if (sk_plan(kind, get32(buf + 8), SK_UNSET, get32(buf + 12), get32(buf + 16), get32(buf + 20),
-                get32(buf + 24), get32(buf + 28), &pr, err, errlen) != 0)
+    if (sk_plan(kind, get32(buf + 8), SK_UNSET, get32(buf + 12), get32(buf + 16),
+                get32(buf + 20) | ((uint64_t)get32(buf + 56) << 32), get32(buf + 24),
+                get32(buf + 28), &pr, err, errlen) != 0)
         return NULL;
     cells = table_words(kind, pr.width, pr.depth);
     table = (size_t)pr.width * pr.depth * cell_size(kind);
@@ -1075,6 +1195,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
         *oom = 1;
         return NULL;
     }
+    s->adaptive = buf[7];
     s->rng = get64(buf + 40);
     s->space_evictions = get32(buf + 52);
     pos = SK_HEADER_SIZE;
@@ -1099,7 +1220,7 @@ sk_sketch *sk_deserialize(const unsigned char *buf, size_t len, int kind, char *
             (uint64_t)s->live_bytes + klen > s->key_bytes)
             goto corrupt;
         key = buf + pos;
-        h = hk_key_hash(key, klen, pr.seed);
+        h = hk_fingerprint(hk_key_hash64(key, klen, &s->hkey));
         if (heap_find(s, h, key, klen) >= 0)
             goto corrupt;
         if (i > 0 && count < s->heap[(i - 1) / 2].count)

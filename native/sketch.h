@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyhash.h"
+
 #define SK_KIND_HEAVYKEEPER 1
 #define SK_KIND_COUNTMIN 2
 
@@ -43,13 +45,16 @@
 #define SK_UNSET INT64_MIN
 
 #define SK_SERIAL_VERSION                                                                          \
-    5u /* 5: one 64-bit key hash, rows from it; 4: keys of 32+ bytes hashed by hk_long_hash; 3:    \
-          space-eviction counter in the header; 2: two-slot buckets */
-#define SK_HEADER_SIZE 56u
+    6u /* 6: 64-bit seed, keyed hash (hk_key); 5: one 64-bit key hash, rows from it; 4: keys of    \
+          32+ bytes hashed by hk_long_hash; 3: space-eviction counter in the header; 2: two-slot   \
+          buckets */
+#define SK_HEADER_SIZE 60u
 
 typedef struct {
     int kind;
-    uint32_t k, width, depth, seed, max_key_len, key_bytes;
+    uint32_t k, width, depth, max_key_len, key_bytes;
+    uint32_t adaptive; /* 1: key_bytes was the automatic split, so it may grow (sk_grow_keys) */
+    uint64_t seed;
 } sk_params;
 
 typedef struct {
@@ -58,7 +63,8 @@ typedef struct {
 
 typedef struct sk_sketch {
     int kind;
-    uint32_t k, width, depth, seed, max_key_len, key_bytes;
+    uint32_t k, width, depth, max_key_len, key_bytes;
+    uint64_t seed;
     uint64_t rng, rng0;
     uint64_t *hk; /* HeavyKeeper slots: fingerprint << 32 | counter, SK_HK_SLOTS per bucket */
     uint32_t *cm; /* Count-Min counters */
@@ -70,6 +76,9 @@ typedef struct sk_sketch {
     unsigned char *arena;
     uint32_t arena_used, live_bytes;
     uint32_t space_evictions; /* entries dropped to free key bytes (saturating) */
+    uint32_t adaptive; /* the key store may take bytes from the table (docs/sketch.md) */
+    hk_key hkey; /* the hash's key, derived from seed once (last: the hot fields above share
+                    their cache lines) */
 } sk_sketch;
 
 /* Batch pre-aggregation: repeated keys of a batch are summed (first-occurrence order,
@@ -111,7 +120,7 @@ typedef struct {
 
 /* Resolve constructor arguments. SK_UNSET means "not given" for memory,
  * width, depth and key_bytes. Returns 0, or -1 with a message in err. */
-int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, int64_t seed,
+int sk_plan(int kind, int64_t k, int64_t memory, int64_t width, int64_t depth, uint64_t seed,
             int64_t max_key_len, int64_t key_bytes, sk_params *out, char *err, size_t errlen);
 uint64_t sk_params_nbytes(const sk_params *p);
 

@@ -39,6 +39,8 @@ def _option_for(f: dataclasses.Field[Any], **overrides: Any) -> Callable[[F], F]
         decls[0] = f"{flag}/--no-{f.name.replace('_', '-')}"
     elif meta.get("choices"):
         kw["type"] = click.Choice(list(meta["choices"]), case_sensitive=False)
+    elif meta.get("kind") is int:
+        kw["type"] = int
     elif isinstance(f.default, (int, float)):
         kw["type"] = type(f.default)
     if meta.get("multiple"):

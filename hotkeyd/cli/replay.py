@@ -9,6 +9,8 @@ import click
 
 from hotkeyd.cli.common import exit_with, setting_option
 from hotkeyd.detector.config import DetectorConfig
+from hotkeyd.errors import ConfigError
+from hotkeyd.sketch import process_seed
 
 
 @click.command()
@@ -22,6 +24,11 @@ from hotkeyd.detector.config import DetectorConfig
 @setting_option("rules", help="Rules TOML file (the daemon's).")
 @setting_option("window")
 @setting_option("tick")
+@setting_option(
+    "hash_seed",
+    help="Secret seed of the sketch hash [default: random per run]. Give the same seed to "
+    "get the same result from the same trace.",
+)
 @click.option("--ts-field", default="ts", show_default=True, help="JSON lines: timestamp field.")
 @click.option("--json", "as_json", is_flag=True, help="The timeline and counts as one JSON object.")
 def replay(
@@ -33,6 +40,7 @@ def replay(
     rules: str | None,
     window: float,
     tick: float,
+    hash_seed: int | None,
     ts_field: str,
     as_json: bool,
 ) -> None:
@@ -54,7 +62,10 @@ def replay(
         now = time.time()
         lo = None if start is None else parse_when(start, now=now)
         hi = None if end is None else parse_when(end, now=now)
-        config = DetectorConfig(window=window, tick=tick)
+        if hash_seed is not None and not 0 <= hash_seed < 1 << 64:
+            raise ConfigError("hash_seed: must be in [0, 2**64 - 1]")
+        seed = process_seed() if hash_seed is None else hash_seed
+        config = DetectorConfig(window=window, tick=tick, seed=seed)
         ruleset = load_rules(rules) if rules else RuleSet.default()
         res = open_replay(
             source,

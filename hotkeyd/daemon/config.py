@@ -18,6 +18,7 @@ from typing import Any
 from hotkeyd.conn.urls import redact_url
 from hotkeyd.detector.config import DetectorConfig, same_setting
 from hotkeyd.errors import ConfigError
+from hotkeyd.sketch import process_seed
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,12 +36,21 @@ def option(
     env: str | None = None,
     choices: tuple[str, ...] | None = None,
     multiple: bool = False,
+    kind: type | None = None,
 ) -> Any:
     """Declare a daemon setting once; the CLI derives its option from this.
 
-    ``flags`` default to ``--<name-with-dashes>``, ``env`` to ``HOTKEYD_<NAME>``.
+    ``flags`` default to ``--<name-with-dashes>``, ``env`` to ``HOTKEYD_<NAME>``; ``kind``
+    is the value's type where the default (None) does not say it.
     """
-    meta = {"help": help, "flags": flags, "env": env, "choices": choices, "multiple": multiple}
+    meta = {
+        "help": help,
+        "flags": flags,
+        "env": env,
+        "choices": choices,
+        "multiple": multiple,
+        "kind": kind,
+    }
     return field(default=default, metadata=meta)
 
 
@@ -147,6 +157,13 @@ class Settings:
         "Longest MONITOR line read (bytes); longer ones (a SET of a large value: MONITOR "
         "escapes binary 4x) are skipped and counted (too_long) in bounded memory.",
     )
+    hash_seed: int | None = option(
+        None,
+        "Secret seed of the sketch hash, 0 to 2^64-1 [default: 64 random bits per process, "
+        "from os.urandom]. Give it only to reproduce a run exactly (tests, replays); the "
+        "environment variable keeps it out of the process list.",
+        kind=int,
+    )
     log_level: str = option(
         "INFO", "Log verbosity (logs go to stderr).", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
@@ -159,6 +176,8 @@ class Settings:
             raise ConfigError("sources: at least one source is required")
         if self.input_format not in ("keys", "counted"):
             raise bad("input_format", "must be 'keys' or 'counted'", self.input_format)
+        if self.hash_seed is not None and not 0 <= self.hash_seed < 1 << 64:
+            raise ConfigError("hash_seed: must be in [0, 2**64 - 1]")  # a secret: not echoed
         self.detector  # noqa: B018 - validates the detector settings
         if self.http_port is not None and not 0 <= self.http_port <= 65535:
             raise bad("http_port", "must be in [0, 65535]", self.http_port)
@@ -182,8 +201,10 @@ class Settings:
     @property
     def detector(self) -> DetectorConfig:
         """The detector's part of these settings."""
+        seed = process_seed() if self.hash_seed is None else self.hash_seed
         return DetectorConfig(
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name in _DETECTOR}
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name in _DETECTOR},
+            seed=seed,
         )
 
     @classmethod
@@ -216,6 +237,8 @@ class Settings:
         shown["sources"] = [redact_url(u) for u in self.sources]
         if self.redis_url:
             shown["redis_url"] = redact_url(self.redis_url)
+        if self.hash_seed is not None:
+            shown["hash_seed"] = "***"
         return shown
 
 

@@ -24,6 +24,8 @@ Design, error bounds and measured numbers: docs/sketch.md.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hotkeyd import native_or_twin
@@ -38,6 +40,7 @@ __all__ = [
     "SketchLike",
     "murmur3_32",
     "new_sketch",
+    "process_seed",
     "sketch_hash",
     "window_sums",
 ]
@@ -107,3 +110,22 @@ def new_sketch(kind: str, **kw: Any) -> SketchLike:
     cls = HeavyKeeper if name == "HeavyKeeper" else CountMinTopK
     sketch: SketchLike = cls(**kw)
     return sketch
+
+
+_process_seed: int | None = None
+_seed_lock = threading.Lock()
+
+
+def process_seed() -> int:
+    """This process's secret hash seed: 64 bits from ``os.urandom``, drawn on first use.
+
+    Why a secret: with a seed anyone can know (the daemon used 0), keys can be crafted
+    offline that share a key's buckets, so junk traffic reads as one hot key or inflates an
+    honest key's rate. The daemon and ``hotkeyd replay`` use this seed unless one is given
+    (``--hash-seed``, to reproduce a run exactly); it never appears in logs or messages.
+    """
+    global _process_seed
+    with _seed_lock:
+        if _process_seed is None:
+            _process_seed = int.from_bytes(os.urandom(8), "little")
+        return _process_seed

@@ -19,7 +19,10 @@ class _SketchBase:
         seed: int = 0,
         max_key_len: int = 1024,
         key_bytes: int | None = None,
+        adapt_keys: bool = False,
     ) -> Self: ...
+    @property
+    def adapt_keys(self) -> bool: ...
     @property
     def k(self) -> int: ...
     @property

@@ -14,6 +14,7 @@ threads never corrupts the sketch.
 
 from __future__ import annotations
 
+import functools
 import operator
 import struct
 import threading
@@ -61,10 +62,10 @@ CELL_SIZE = {KIND_HEAVYKEEPER: 8 * HK_SLOTS, KIND_COUNTMIN: 4}  # bytes per buck
 WORDS = {KIND_HEAVYKEEPER: HK_SLOTS, KIND_COUNTMIN: 1}  # stored words per bucket
 DECAY_NUM = 25  # b = DECAY_DEN / DECAY_NUM = 1.08
 DECAY_DEN = 27
-SERIAL_VERSION = 5  # 5: one 64-bit key hash, rows from it; 4: keys of 32+ bytes hashed by _long_hash; 3: space-eviction counter in the header; 2: two-slot buckets
+SERIAL_VERSION = 6  # 6: 64-bit seed, keyed hash; 5: one 64-bit key hash, rows from it; 4: keys of 32+ bytes hashed by _long_hash; 3: space-eviction counter in the header; 2: two-slot buckets
 MAGIC = b"HKSK"
-_HEADER = struct.Struct("<4sHBBIIIIIIIIQII")
-HEADER_SIZE = _HEADER.size  # 56
+_HEADER = struct.Struct("<4sHBBIIIIIIIIQIII")
+HEADER_SIZE = _HEADER.size  # 60
 HK_MAX_LEVELS = 640
 HK_POW_BITS = 32
 
@@ -116,22 +117,32 @@ def _fmix64(x: int) -> int:
 
 
 SHORT_KEY = 16  # keys shorter than this take the two-word path (HK_SHORT_KEY in keyhash.h)
-_LH_P0 = 0x9E3779B97F4A7C15
 _LH_P1 = 0xC2B2AE3D27D4EB4F
-# The first 18 outputs of SplitMix64 from state 0 (HK_S in native/keyhash.h).
-_LH_S = (
-    0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F, 0xF88BB8A8724C81EC,
-    0x1B39896A51A8749B, 0x53CB9F0C747EA2EA, 0x2C829ABE1F4532E1, 0xC584133AC916AB3C,
-    0x3EE5789041C98AC3, 0xF3B8488C368CB0A6, 0x657EECDD3CB13D09, 0xC2D326E0055BDEF6,
-    0x8621A03FE0BBDB7B, 0x8E1F7555983AA92F, 0xB54E0F1600CC4D19, 0x84BB3F97971D80AB,
-    0x7D29825C75521255, 0xC3CF17102B7F7F86,
-)  # fmt: skip
+HashKey = tuple[int, int, tuple[int, ...]]  # (s64, step, t[0..17]): hk_key in keyhash.h
 
 
-def _hash64(data: bytes, seed: int) -> int:
+@functools.lru_cache(maxsize=256)
+def _hash_key(seed: int) -> HashKey:
+    """The hash's key of ``seed``: the next 20 SplitMix64 outputs from state ``seed``
+    (``hk_key_init`` in native/keyhash.h): s64, the 18 masks, the step (odd)."""
+    x, out = seed, []
+    for _ in range(20):
+        x = (x + 0x9E3779B97F4A7C15) & M64
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        out.append(z ^ (z >> 31))
+    return out[0], out[19] | 1, tuple(out[1:19])
+
+
+def _mix(a: int, b: int, ka: int, kb: int) -> int:
+    r = (a ^ ka) * (b ^ kb)
+    return ((r & M64) ^ (r >> 64)) + (a ^ (((b << 32) | (b >> 32)) & M64))
+
+
+def _hash64k(data: bytes, key: HashKey) -> int:
     """The 64-bit key hash, exactly as ``hk_key_hash64`` in C (spec in native/keyhash.h)."""
     n = len(data)
-    s64 = (seed * _LH_P0) & M64
+    s64, step, t = key
     if n < SHORT_KEY:
         if n >= 8:
             a = int.from_bytes(data[:8], "little")
@@ -144,23 +155,25 @@ def _hash64(data: bytes, seed: int) -> int:
             b = 0
         else:
             a = b = 0
-        lo = a ^ ((_LH_S[16] + s64) & M64)
-        hi = b ^ ((_LH_S[17] - s64) & M64)
+        lo = a ^ t[16]
+        hi = b ^ t[17]
         r = lo * hi
         swapped = int.from_bytes(lo.to_bytes(8, "little"), "big")
         return _fmix64((n * _LH_P1 + s64 + swapped + hi + ((r & M64) ^ (r >> 64))) & M64)
     acc = n * _LH_P1 + s64
     words = struct.unpack_from(f"<{(n // 16) * 2}Q", data)
     for i in range(n // 16):
-        r = (words[2 * i] ^ ((_LH_S[(2 * i) & 15] + s64 + i) & M64)) * (
-            words[2 * i + 1] ^ ((_LH_S[(2 * i + 1) & 15] - s64 - i) & M64)
-        )
-        acc += (r & M64) ^ (r >> 64)
+        j, tw = 2 * (i & 7), ((i >> 3) * step) & M64
+        acc += _mix(words[2 * i], words[2 * i + 1], (t[j] + tw) & M64, (t[j + 1] - tw) & M64)
     if n & 15:
         a, b = struct.unpack_from("<QQ", data, n - 16)
-        r = (a ^ ((_LH_S[16] + s64) & M64)) * (b ^ ((_LH_S[17] - s64) & M64))
-        acc += (r & M64) ^ (r >> 64)
+        acc += _mix(a, b, t[16], t[17])
     return _fmix64(acc & M64)
+
+
+def _hash64(data: bytes, seed: int) -> int:
+    """``_hash64k`` under the key of ``seed``."""
+    return _hash64k(data, _hash_key(seed))
 
 
 def _fingerprint(hash64: int) -> int:
@@ -172,15 +185,26 @@ def sketch_hash(key: Any, seed: int = 0) -> int:
     """The 32-bit fingerprint the sketches know ``key`` by (``sketch_hash`` in the C core):
     the fold of the 64-bit key hash, whose halves also pick the key's rows."""
     kb = _key_bytes(key)
-    if not 0 <= seed <= M32:
-        raise SketchError("seed must be in [0, 4294967295]")
+    if not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+    if not 0 <= seed <= M64:
+        raise SketchError("seed must be in [0, 2**64 - 1]")
     return _fingerprint(_hash64(kb, seed))
 
 
 def _row_indexes(hash64: int, width: int, depth: int) -> list[int]:
+    """Double hashing from the halves; rows 2+ mix x first (``row_indexes`` in C says why)."""
     h1 = hash64 & M32
     h2 = (hash64 >> 32) | 1
-    return [(((h1 + i * h2) & M32) * width) >> 32 for i in range(depth)]
+    out = []
+    for i in range(depth):
+        x = (h1 + i * h2) & M32
+        if i >= 2:
+            x ^= x >> 16
+            x = (x * 0x45D9F3B) & M32
+            x ^= x >> 16
+        out.append((x * width) >> 32)
+    return out
 
 
 def _build_tables() -> tuple[list[list[int]], int]:
@@ -269,8 +293,8 @@ def _plan(
     cs = CELL_SIZE[kind]
     if not 1 <= k <= MAX_K:
         raise SketchError(f"k must be in [1, {MAX_K}], got {k}")
-    if not 0 <= seed <= M32:
-        raise SketchError(f"seed must be in [0, 4294967295], got {seed}")
+    if not 0 <= seed <= M64:
+        raise SketchError("seed must be in [0, 2**64 - 1]")  # a secret: never echoed
     if not 1 <= max_key_len <= MAX_KEY_LEN:
         raise SketchError(f"max_key_len must be in [1, {MAX_KEY_LEN}], got {max_key_len}")
     if depth is None:
@@ -313,6 +337,25 @@ def _plan(
                 f"need {_nbytes(kind, k, width, depth, key_bytes)} bytes"
             )
     return k, width, depth, seed, max_key_len, key_bytes
+
+
+def _hk_merge_slot(row: list[int], b: int, w: int) -> None:
+    """``hk_merge_slot`` in C: merge slot word ``w`` into the bucket at ``row[b:b+2]``."""
+    c = w & M32
+    if not c:
+        return
+    for j in range(HK_SLOTS):
+        if row[b + j] & M32 and row[b + j] >> 32 == w >> 32:
+            if c > row[b + j] & M32:
+                row[b + j] = w
+            return
+    for j in range(HK_SLOTS):
+        if not row[b + j] & M32:
+            row[b + j] = w
+            return
+    weak = 1 if (row[b + 1] & M32) < (row[b] & M32) else 0
+    if c > row[b + weak] & M32:
+        row[b + weak] = w
 
 
 def _key_bytes(o: Any) -> bytes:
@@ -384,7 +427,10 @@ class _Sketch:
         seed: int = 0,
         max_key_len: int = 1024,
         key_bytes: int | None = None,
+        adapt_keys: bool = False,
     ) -> None:
+        if not isinstance(adapt_keys, bool):
+            raise TypeError(f"adapt_keys must be a bool, not {type(adapt_keys).__name__}")
         k_ = _int_arg(k, "k", False)
         mem = _int_arg(memory, "memory", True)
         w = _int_arg(width, "width", True)
@@ -395,6 +441,8 @@ class _Sketch:
         assert k_ is not None and s is not None and ml is not None
         params = _plan(self._KIND, k_, mem, w, d, s, ml, kb)
         self._init(*params)
+        # as sk_plan in C: only the automatic split adapts, and only when asked
+        self._adaptive = adapt_keys and kb is None and (w is None or mem is not None)
 
     def _init(
         self, k: int, width: int, depth: int, seed: int, max_key_len: int, key_bytes: int
@@ -403,9 +451,11 @@ class _Sketch:
         self._width = width
         self._depth = depth
         self._seed = seed
+        self._hkey = _hash_key(seed)
         self._max_key_len = max_key_len
         self._key_bytes = key_bytes
         self._rng0 = seed ^ 0xD1B54A32D192ED03
+        self._adaptive = False
         self._lock = threading.Lock()
         self._reset()
 
@@ -437,6 +487,11 @@ class _Sketch:
     def seed(self) -> int:
         """Hash and decay RNG seed."""
         return self._seed
+
+    @property
+    def adapt_keys(self) -> bool:
+        """Whether the key store may take bytes from the table for long keys."""
+        return self._adaptive
 
     @property
     def max_key_len(self) -> int:
@@ -532,6 +587,8 @@ class _Sketch:
         if size == self._k:
             self._pop_min()
         while self._live + klen > self._key_bytes:
+            if self._want_more_keys(klen) and self._grow_keys():
+                continue
             if heap[0][0] >= v:
                 return
             self._pop_min()
@@ -542,6 +599,41 @@ class _Sketch:
         self._index[key] = size
         self._live += klen
         self._sift_up(size)
+
+    def _want_more_keys(self, klen: int) -> bool:
+        """``want_more_keys`` in C: k keys of the average tracked length would not fit."""
+        return self._adaptive and (self._live + klen) * self._k > self._key_bytes * (
+            len(self._heap) + 1
+        )
+
+    def _grow_keys(self) -> bool:
+        """``sk_grow_keys`` in C: halve the width, give the freed bytes to the key store."""
+        w, d = self._width, self._depth
+        w2 = w // 2
+        cap = self._k * self._max_key_len
+        if w2 < max(self._k, MIN_WIDTH) or self._key_bytes >= min(cap, MAX_KEY_BYTES):
+            return False
+        nk = min(self._key_bytes + (w - w2) * d * CELL_SIZE[self._KIND], cap, MAX_KEY_BYTES)
+        hk = self._KIND == KIND_HEAVYKEEPER
+        old = self._cells
+        new: list[int] = []
+        for r in range(d):
+            row = [0] * (w2 * (HK_SLOTS if hk else 1))
+            for j in range(w):
+                xlo = ((j << 32) + w - 1) // w
+                xhi = (((j + 1) << 32) + w - 1) // w - 1
+                for m in range((xlo * w2) >> 32, ((xhi * w2) >> 32) + 1):
+                    if hk:
+                        base = (r * w + j) * HK_SLOTS
+                        for t in range(HK_SLOTS):
+                            _hk_merge_slot(row, m * HK_SLOTS, old[base + t])
+                    elif old[r * w + j] > row[m]:
+                        row[m] = old[r * w + j]
+            new += row
+        self._cells = new
+        self._width = w2
+        self._key_bytes = nk
+        return True
 
     def _pop_min(self) -> None:
         heap = self._heap
@@ -569,7 +661,7 @@ class _Sketch:
     def _update_one(self, key: bytes, n: int) -> None:
         if n == 0:
             return
-        h = _hash64(key, self._seed)
+        h = _hash64k(key, self._hkey)
         self._offer(key, _fingerprint(h), self._update_cells(h, n))
 
     def _add(self, r: _Round, key: bytes, n: int) -> None:
@@ -690,7 +782,7 @@ class _Sketch:
         kb = _key_bytes(key)
         self._check_len(kb)
         with self._lock:
-            est = self._cell_estimate(_hash64(kb, self._seed))
+            est = self._cell_estimate(_hash64k(kb, self._hkey))
             pos = self._index.get(kb)
             if pos is not None:
                 c = self._heap[pos][0]
@@ -741,11 +833,11 @@ class _Sketch:
                     MAGIC,
                     SERIAL_VERSION,
                     self._KIND,
-                    0,
+                    int(self._adaptive),
                     self._k,
                     self._width,
                     self._depth,
-                    self._seed,
+                    self._seed & M32,
                     self._max_key_len,
                     self._key_bytes,
                     DECAY_NUM,
@@ -753,6 +845,7 @@ class _Sketch:
                     self._rng,
                     len(self._heap),
                     self._space_evictions,
+                    self._seed >> 32,
                 ),
                 struct.pack(f"<{len(self._cells)}{'Q' if self._KIND == 1 else 'I'}", *self._cells),
             ]
@@ -787,14 +880,15 @@ class _Sketch:
             )
         if int.from_bytes(buf[n - 4 :], "little") != zlib.crc32(buf[: n - 4]):
             raise SerializationError("checksum mismatch: sketch bytes are corrupt or truncated")
-        (_m, _v, kind, res1, k, width, depth, seed, ml, kb, num, den, rng, size, spc) = (
+        (_m, _v, kind, res1, k, width, depth, seed, ml, kb, num, den, rng, size, spc, seed_hi) = (
             _HEADER.unpack_from(buf)
         )
+        seed |= seed_hi << 32
         if kind != cls._KIND:
             raise SerializationError(
                 f"sketch kind {kind} does not match the class (expected {cls._KIND})"
             )
-        if res1 or num != DECAY_NUM or den != DECAY_DEN:
+        if res1 > 1 or num != DECAY_NUM or den != DECAY_DEN:
             raise SerializationError("corrupt header: reserved or decay fields invalid")
         try:
             params = _plan(cls._KIND, k, None, width, depth, seed, ml, kb)
@@ -806,6 +900,7 @@ class _Sketch:
             raise SerializationError("corrupt sketch: heap size or table does not fit")
         self = cls.__new__(cls)
         self._init(*params)
+        self._adaptive = bool(res1)
         self._rng = rng
         self._space_evictions = spc
         code = "Q" if cls._KIND == KIND_HEAVYKEEPER else "I"
@@ -825,7 +920,7 @@ class _Sketch:
                 raise corrupt
             if i > 0 and count < self._heap[(i - 1) // 2][0]:
                 raise corrupt
-            self._heap.append([count, _fingerprint(_hash64(key, seed)), key])
+            self._heap.append([count, _fingerprint(_hash64k(key, self._hkey)), key])
             self._index[key] = i
             self._live += klen
             pos += klen
@@ -957,12 +1052,14 @@ class CountMinTopK(_Sketch):
             self._merge_locked(other)
 
     def _merge_locked(self, other: CountMinTopK) -> None:
-        mine = (self._width, self._depth, self._seed, self._max_key_len)
-        theirs = (other._width, other._depth, other._seed, other._max_key_len)
-        if mine != theirs:
-            raise SketchError(
-                "cannot merge sketches of different shape: width/depth/seed/max_key_len "
-                f"{'/'.join(map(str, mine))} vs {'/'.join(map(str, theirs))} (all must be equal)"
+        mine = (self._width, self._depth, self._max_key_len)
+        theirs = (other._width, other._depth, other._max_key_len)
+        if mine != theirs or self._seed != other._seed:
+            seeds = "equal" if self._seed == other._seed else "differ"
+            raise SketchError(  # the seeds are secrets: never in a message
+                "cannot merge sketches of different shape: width/depth/max_key_len "
+                f"{'/'.join(map(str, mine))} vs {'/'.join(map(str, theirs))}, seeds {seeds} "
+                "(all must be equal)"
             )
         cands = [e[2] for e in self._heap]
         cands += [e[2] for e in other._heap if e[2] not in self._index]
@@ -973,7 +1070,7 @@ class CountMinTopK(_Sketch):
         self._index = {}
         self._live = 0  # space_evictions is kept: rebuilding adds to it, never forgets
         for key in cands:
-            h = _hash64(key, self._seed)
+            h = _hash64k(key, self._hkey)
             self._offer(key, _fingerprint(h), self._cell_estimate(h))
 
 

@@ -159,7 +159,7 @@ def test_weighted_decay_matches_unit_updates(native_mod: Any, c0: int) -> None:
 def _slots(sk: Any) -> list[tuple[int, int]]:
     """(fingerprint, counter) of every HeavyKeeper slot, read from the serialized table."""
     n = sk.width * sk.depth * 2
-    return [(w >> 32, w & 0xFFFFFFFF) for w in struct.unpack_from(f"<{n}Q", sk.to_bytes(), 56)]
+    return [(w >> 32, w & 0xFFFFFFFF) for w in struct.unpack_from(f"<{n}Q", sk.to_bytes(), 60)]
 
 
 def test_heavykeeper_bucket_slots(impl: Any) -> None:

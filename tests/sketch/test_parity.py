@@ -66,7 +66,7 @@ shape_st = st.fixed_dictionaries(
         "k": st.integers(1, 8),
         "width": st.integers(1, 24),
         "depth": st.integers(1, 4),
-        "seed": st.integers(0, 0xFFFFFFFF),
+        "seed": st.integers(0, (1 << 64) - 1),
         "key_bytes": st.integers(MAX_KEY, 4 * MAX_KEY),
     }
 )

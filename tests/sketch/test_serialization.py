@@ -63,7 +63,7 @@ def test_every_flipped_byte_is_detected(cls: Any) -> None:
 
 def test_truncated(cls: Any) -> None:
     b = _filled(cls).to_bytes()
-    for n in [0, 1, 4, 10, 55, 56, 59, 60, len(b) // 2, len(b) - 5, len(b) - 1]:
+    for n in [0, 1, 4, 10, 55, 56, 59, 60, 63, 64, len(b) // 2, len(b) - 5, len(b) - 1]:
         with pytest.raises(SerializationError):
             cls.from_bytes(b[:n])
     with pytest.raises(SerializationError):
@@ -76,11 +76,12 @@ def test_wrong_magic_version_kind(impl: Any) -> None:
     with pytest.raises(SerializationError, match="magic"):
         impl.HeavyKeeper.from_bytes(_recrc(b"XXXX" + hk[4:-4]))
     # Versions 1 (one slot per bucket), 2 (no space-eviction counter), 3 (long keys hashed
-    # by MurmurHash3), 4 (short keys hashed by MurmurHash3, rows from a second mix) and
-    # unknown future versions are rejected with the version named.
-    for version in (1, 2, 3, 4, 6):
+    # by MurmurHash3), 4 (short keys hashed by MurmurHash3, rows from a second mix), 5
+    # (32-bit seed, unkeyed hash) and unknown future versions are rejected with the version
+    # named.
+    for version in (1, 2, 3, 4, 5, 7):
         with pytest.raises(
-            SerializationError, match=rf"unsupported sketch version {version} \(supported: 5\)"
+            SerializationError, match=rf"unsupported sketch version {version} \(supported: 6\)"
         ):
             impl.HeavyKeeper.from_bytes(_recrc(hk[:4] + bytes([version, 0]) + hk[6:-4]))
     with pytest.raises(SerializationError, match="kind"):
@@ -107,7 +108,7 @@ def test_valid_checksum_but_inconsistent_content(cls: Any) -> None:
     # Heap entries: break the heap order (first entry count above its children).
     sk = _filled(cls)
     table = sk.width * sk.depth * (16 if cls.__name__ == "HeavyKeeper" else 4)  # 2 slots x 8 B
-    first = 56 + table
+    first = 60 + table
     broken = bytearray(body)
     broken[first : first + 4] = struct.pack("<I", 0xFFFFFFFF)
     with pytest.raises(SerializationError, match="top-k entries"):
