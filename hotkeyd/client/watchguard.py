@@ -267,8 +267,13 @@ class InvalidationIntake:
 
     def arrive(self, key: bytes, now: float) -> bool:
         """One invalidation of ``key``: True if its drop applies now."""
-        if key in self.pending:
-            return False  # already deferred: coalesced into that drop
+        at = self.pending.get(key)
+        if at is not None:
+            if at > now + _EPS:
+                return False  # already deferred: coalesced into that drop
+            del self.pending[key]  # its time came before any read: apply it now
+            self._applied(key, now)
+            return True
         last = self._last.get(key)
         if last is None or now - last >= self.interval - _EPS:
             self._applied(key, now)

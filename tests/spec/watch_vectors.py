@@ -386,6 +386,11 @@ def build() -> dict[str, Any]:
             "applied_ms": [0, iv, 2 * iv],
         },
         {
+            "name": "a deferred drop whose time passed applies at the next invalidation",
+            "events": [["inval", 0], ["inval", 1], ["inval", 3 * iv]],
+            "applied_ms": [0, 3 * iv],
+        },
+        {
             "name": "never lost: applied at the first read, however late",
             "events": [["inval", 0], ["inval", 1], ["read", 5000]],
             "applied_ms": [0, 5000],
@@ -407,7 +412,7 @@ def build() -> dict[str, Any]:
             "outcome applied (drops: the keys dropped), oversized, unsigned or bad (counted; nothing dropped). "
             "ratelimit: one key's invalidations and reads at ms; applied_ms: when its copy drops "
             "(invalidation_key_interval_ms per key; an early one is deferred to the first read at or after "
-            "the interval's end, never lost)."
+            "the interval's end or the next invalidation after it, never lost)."
         ),
         "lease_ms": lim["watch_lease_ms"],
         "key_interval_ms": iv,
