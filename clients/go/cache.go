@@ -349,6 +349,7 @@ func Cached[T any](ctx context.Context, c *HotCache, key string, load func(conte
 	if it == nil {
 		return load(ctx)
 	}
+	c.gate.settle(key, now) // not watched (not Redis), but invalidations apply
 	v, local, err := c.local.load(cacheKey{op: 'c', key: key}, now, ttl, func() (any, int, error) {
 		r, err := load(ctx)
 		return r, 64, err

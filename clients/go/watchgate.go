@@ -88,10 +88,15 @@ func (g *watchGate) slot(key string) int {
 }
 
 // admit: may the local copy under ck (if any) be served now?
-func (g *watchGate) admit(ck cacheKey, now float64) bool {
-	if g.intake.hasPending() && g.intake.due(ck.key, now) {
-		g.drop(ck.key) // a deferred invalidation's turn came
+// settle: at any read of key, apply its deferred invalidation if its turn came.
+func (g *watchGate) settle(key string, now float64) {
+	if g.intake.hasPending() && g.intake.due(key, now) {
+		g.drop(key)
 	}
+}
+
+func (g *watchGate) admit(ck cacheKey, now float64) bool {
+	g.settle(ck.key, now)
 	if !g.strict && !g.leases.seen() {
 		return true
 	}

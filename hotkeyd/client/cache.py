@@ -331,6 +331,7 @@ class HotCache(Generic[V]):
         now = self.clock.monotonic()
         if item is None or item.expires <= now:
             return loader()  # cold: no caching, no db check (the loader is not Redis)
+        self.gate.settle(k, now)  # not watched (not Redis), but invalidations apply
         ckey = ("c", k)
         hit, value = self.local.get_fresh(ckey, now)
         if hit:

@@ -124,11 +124,15 @@ class WatchGate:
     def _slot(self, k: bytes) -> int:
         return key_slot(k) if self._clustered else 0
 
-    def admit(self, ckey: Hashable, k: bytes, now: float) -> bool:
-        """May the local copy under ``ckey`` (if there is one) be served now?"""
+    def settle(self, k: bytes, now: float) -> None:
+        """At any read of ``k``: apply its deferred invalidation if its turn came."""
         intake = self.intake
         if intake.pending and k in intake.pending and intake.due(k, now):
-            self.drop(k)  # a deferred invalidation's turn came
+            self.drop(k)
+
+    def admit(self, ckey: Hashable, k: bytes, now: float) -> bool:
+        """May the local copy under ``ckey`` (if there is one) be served now?"""
+        self.settle(k, now)
         if not self.strict and not self.leases.seen:
             return True  # no watch out there: nothing to vouch, nothing to count
         if self.leases.serves(self._guards.get(ckey), self._slot(k), now):

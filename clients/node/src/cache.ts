@@ -210,6 +210,7 @@ export class HotCache {
   private load(item: HotItem, ck: string, rkey: string, fetch: () => Promise<unknown>, watched = true): Promise<unknown> {
     const now = this.hotSet.clock.now();
     const kb = item.entry.bytes;
+    if (!watched) this.gate.settle(kb, now);
     const admitted = !watched || this.gate.admit(ck, kb, now);
     const e = admitted ? this.local.get(ck) : undefined;
     let flight = this.flights.get(ck);

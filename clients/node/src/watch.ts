@@ -291,9 +291,13 @@ export class WatchGate {
   }
 
   /** May the local copy under ck (if any) be served now? */
+  /** At any read of k: apply its deferred invalidation if its turn came. */
+  settle(k: Buffer, now: number): void {
+    if (this.intake.pending.size > 0 && this.intake.due(k.toString("latin1"), now)) this.drop(k);
+  }
+
   admit(ck: string, k: Buffer, now: number): boolean {
-    const intake = this.intake;
-    if (intake.pending.size > 0 && intake.due(k.toString("latin1"), now)) this.drop(k);
+    this.settle(k, now);
     if (!this.strict && !this.leases.seen) return true;
     if (this.leases.serves(this.guards.get(ck), this.slot(k), now)) return true;
     this.stats.lapsed++;

@@ -461,7 +461,9 @@ public final class HotCache implements AutoCloseable {
     if (item.expiresNanos - now <= 0) {
       return read.get(); // announced, but its TTL ran out: cold
     }
-    if (watched && !gate.quiet()) {
+    if (!watched) {
+      gate.settle(ck.id(), now);
+    } else if (!gate.quiet()) {
       if (gate.admit(ck, now)) {
         LocalCache.Entry e = local.fresh(ck, now);
         if (e != null) {

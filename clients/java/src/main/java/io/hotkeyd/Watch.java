@@ -341,11 +341,16 @@ final class Watch {
     }
 
     /** May the local copy under {@code ck} (if any) be served now? */
+    /** At any read of {@code id}: apply its deferred invalidation if its turn came. */
+    void settle(KeyId id, long now) {
+      if (!intake.pending.isEmpty() && intake.due(new KeyId(id.key(), 0), now)) {
+        drop.accept(id.key());
+      }
+    }
+
     boolean admit(LocalCache.CacheKey ck, long now) {
       KeyId id = ck.id();
-      if (!intake.pending.isEmpty() && intake.due(new KeyId(id.key(), 0), now)) {
-        drop.accept(id.key()); // a deferred invalidation's turn came
-      }
+      settle(id, now);
       if (!strict && !leases.seen()) {
         return true;
       }
