@@ -138,3 +138,48 @@ def test_available_serves_through_the_pause_and_counts_the_lapse(
                 os.kill(daemon.proc.pid, signal.SIGCONT)
     finally:
         cache.close()
+
+
+@pytest.mark.parametrize("flavor", ["valkey", "valkey9"])
+def test_valkey_watch_direct_write_and_strict_lease(flavor: str) -> None:
+    """The watch on Valkey (CLIENT TRACKING OPTIN is the same there): a direct SET drops a
+    strict HotCache's copy, and a stopped daemon stops local serving within the lease."""
+    from tests.conftest import _missing
+
+    try:
+        server = RedisServer(flavor=flavor)
+    except FileNotFoundError as exc:
+        _missing(str(exc))
+    with server, DaemonProcess("--redis-url", server.url, "--window", "0.5") as daemon:
+        data = redis.Redis.from_url(server.url)
+        data.set(KEY, b"v")
+        cache = HotCache.from_url(server.url, consistency="strict")
+        try:
+            with _Load(daemon, {KEY: 3000.0}):
+                _armed(daemon, 1)
+                assert _served_locally(cache), cache.watch_stats
+                t0 = time.perf_counter()
+                data.set(KEY, b"w")  # not through the SDK
+                while cache.get(KEY) != b"w":
+                    assert time.perf_counter() - t0 < 2, "the direct SET was not seen"
+                    time.sleep(0.0005)
+                seen = time.perf_counter() - t0
+                assert _served_locally(cache)
+                assert daemon.proc is not None
+                os.kill(daemon.proc.pid, signal.SIGSTOP)
+                try:
+                    t1 = time.perf_counter()
+                    misses = cache.watch_stats.strict_misses
+                    while cache.watch_stats.strict_misses == misses:
+                        cache.get(KEY)
+                        time.sleep(0.001)
+                        assert time.perf_counter() - t1 < 3
+                    stopped = time.perf_counter() - t1
+                finally:
+                    os.kill(daemon.proc.pid, signal.SIGCONT)
+                assert _served_locally(cache)
+            print(f"{flavor}: direct SET seen after {seen * 1000:.1f} ms; strict stopped "
+                  f"{stopped * 1000:.0f} ms after SIGSTOP")  # fmt: skip
+            assert seen < 0.5 and stopped <= LEASE_S + 0.1
+        finally:
+            cache.close()
