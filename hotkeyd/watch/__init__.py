@@ -193,6 +193,11 @@ class NodeWatch:
                 now = time.monotonic()
                 if now >= next_beat:
                     next_beat = now + HEARTBEAT_INTERVAL
+                    # A round trip first: a half-open connection blocks here (socket
+                    # timeout), so its heartbeats stop and strict apps stop serving
+                    # within their lease instead of trusting a dead watch.
+                    self._conn.send_command("PING")
+                    self._conn.read_response()
                     self._heartbeat()
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
                 self._lost(str(exc) or type(exc).__name__)
