@@ -36,7 +36,7 @@ def build() -> dict[str, Any]:
         n: s["value"] for n, s in json.loads((SPEC / "limits.json").read_text())["limits"].items()
     }
     ok = {"instance": "d1", "node": "n1:6379", "epoch": 3, "up": True}
-    decode = [
+    decode: list[dict[str, Any]] = [
         {
             "name": "plain node",
             "payload": _hb(armed=42),
@@ -95,8 +95,9 @@ def build() -> dict[str, Any]:
     ]
     # A None field above means "absent".
     for c in decode:
-        if c["payload"].startswith("{") and c["payload"].endswith("}"):
-            obj = json.loads(c["payload"])
+        payload = str(c["payload"])
+        if payload.startswith("{") and payload.endswith("}"):
+            obj = json.loads(payload)
             c["payload"] = json.dumps(
                 {k: v for k, v in obj.items() if v is not None}, separators=(",", ":")
             )
