@@ -80,3 +80,40 @@ def test_app_sees_a_direct_set_and_strict_follows_the_heartbeat(
             assert lapse <= LEASE_S + SLACK, lapse
         finally:
             app.stop()
+
+
+@pytest.mark.parametrize("lang", ["go", "node", "java"])
+def test_available_app_serves_through_a_stopped_daemon_and_counts_the_lapse(
+    lang: str, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    key = f"item:avail:{lang}"
+    redis.Redis.from_url(redis_server.url).set(key, "v0")
+    with DaemonProcess("--redis-url", redis_server.url, "--window", "0.5") as d, _Load(
+        d, {key.encode(): 3000.0}
+    ):  # fmt: skip
+        app = ReadApp(lang, tmp_path, "--url", redis_server.url, "--key", key, "--rate", "2000")
+        try:
+            app.wait_event(lambda e: e.get("event") == "ready", 90, "ready line")
+            _, before = app.wait_event(
+                lambda e: e.get("event") == "stats" and e.get("hot") and e["local_hits"] > 0,
+                15,
+                "local serving",
+            )
+            assert d.proc is not None
+            stopped = time.time() * 1000.0
+            os.kill(d.proc.pid, signal.SIGSTOP)
+            try:
+                _, during = app.wait_event(
+                    lambda e: e.get("event") == "stats" and e["t"] > stopped + 1000,
+                    5,
+                    "stats a second into the pause",
+                )
+            finally:
+                os.kill(d.proc.pid, signal.SIGCONT)
+            # served locally through the pause (the key's TTL is 5 s), the lapse counted
+            assert during["local_hits"] - before["local_hits"] > 500, (before, during)
+            assert during["lapsed"] > 0 and during["strict_misses"] == 0, during
+            print(f"{lang} available: {during['local_hits'] - before['local_hits']} local reads "
+                  f"and lapsed {during['lapsed']} during the pause")  # fmt: skip
+        finally:
+            app.stop()

@@ -83,7 +83,8 @@ for (let i = 0; !stopped && Date.now() < end; i++) {
     lastStats = Date.now();
     const s = cache.stats;
     emit({ event: "stats", reads, errors, hot: cache.hotSet.getText(a.key) !== undefined, local_hits: s.hits + s.staleHits,
-      demand: { reports: s.demandReports, entries: s.demandEntries, send_errors: s.demandSendErrors } });
+      demand: { reports: s.demandReports, entries: s.demandEntries, send_errors: s.demandSendErrors },
+      lapsed: cache.watchStats.lapsed, strict_misses: cache.watchStats.strictMisses });
   }
   next += intervalMs;
   const d = next - performance.now();

@@ -134,7 +134,8 @@ func main() {
 			_, hot := cache.HotSet().Get(hotkeyd.Key{Bytes: *key})
 			st := cache.Stats()
 			emit(map[string]any{"event": "stats", "reads": reads, "errors": errs, "hot": hot,
-				"local_hits": st.Hits + st.StaleHits, "demand": cache.DemandStats()})
+				"local_hits": st.Hits + st.StaleHits, "demand": cache.DemandStats(),
+				"lapsed": cache.WatchStats().Lapsed, "strict_misses": cache.WatchStats().StrictMisses})
 		}
 		next = next.Add(interval)
 		if d := time.Until(next); d > 0 {

@@ -151,7 +151,9 @@ public final class ReadApp {
           CacheStats st = cache.stats();
           emit(event("stats").put("reads", reads).put("errors", errors)
               .put("hot", cache.hotset().isHot(id))
-              .put("local_hits", st.hits.sum() + st.staleHits.sum()));
+              .put("local_hits", st.hits.sum() + st.staleHits.sum())
+              .put("lapsed", cache.watchStats().lapsed())
+              .put("strict_misses", cache.watchStats().strictMisses()));
         }
         next += interval;
         long d = next - System.nanoTime();
