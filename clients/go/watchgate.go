@@ -135,7 +135,7 @@ func (g *watchGate) beforeFetch(ck cacheKey, db int, now float64) bool {
 		g.guards[ck] = gd
 	}
 	g.mu.Unlock()
-	if changed {
+	if changed && g.strict {
 		g.drop(ck.key) // a copy (or a fetch in flight) under an older guard must not stay
 	}
 	return true

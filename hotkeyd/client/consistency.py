@@ -153,7 +153,8 @@ class WatchGate:
                 return False
             return True
         if self._guards.get(ckey) != g:
-            self.drop(k)  # a copy (or a fetch in flight) under an older guard must not stay
+            if self.strict:  # a copy (or a fetch in flight) under an older guard must not stay
+                self.drop(k)
             if len(self._guards) >= self.max_guards:
                 self._guards.clear()
             self._guards[ckey] = g

@@ -319,7 +319,7 @@ export class WatchGate {
     }
     const old = this.guards.get(ck);
     if (old === undefined || JSON.stringify(old) !== JSON.stringify(g)) {
-      this.drop(k); // a copy (or a fetch in flight) under an older guard must not stay
+      if (this.strict) this.drop(k); // a copy (or a fetch in flight) under an older guard must not stay
       if (this.guards.size >= 100_000) this.guards.clear();
       this.guards.set(ck, g);
     }

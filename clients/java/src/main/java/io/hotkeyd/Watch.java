@@ -378,7 +378,9 @@ final class Watch {
         return true;
       }
       if (!g.equals(guards.get(ck))) {
-        drop.accept(id.key()); // a copy (or a fetch in flight) under an older guard must not stay
+        if (strict) {
+          drop.accept(id.key()); // a copy (or a fetch in flight) under an older guard must not stay
+        }
         if (guards.size() >= 100_000) {
           guards.clear();
         }
