@@ -383,8 +383,8 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   /** Redis refused us: record why, log it once, and stop (retrying cannot fix it). */
   private void stop(Throwable refusal) {
     error = new RedisAccessException("Redis refused the hotkeyd subscriber: " + refusal.getMessage()
-        + " (check the password and the ACL: SUBSCRIBE on " + namespace.channel() + " and "
-        + namespace.invalidateChannel() + ", ZRANGEBYSCORE on " + namespace.instances() + ", MGET on the snapshots)",
+        + " (check the password and the ACL: SUBSCRIBE on " + namespace.channel() + ", "
+        + namespace.invalidateChannel() + " and " + namespace.watchChannel() + ", ZRANGEBYSCORE on " + namespace.instances() + ", MGET on the snapshots)",
         refusal);
     LOG.error("hotkeyd subscriber stopped: {}", error.getMessage());
     stopped.set(true);
