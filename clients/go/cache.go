@@ -34,6 +34,10 @@ type CacheOptions struct {
 	// Auth: read only messages signed with one of these keys (the daemon's --auth-key-file).
 	Auth   *MessageAuth
 	Logger *slog.Logger
+	// Consistency: Available (the default: copies live until their TTL, lapses of the
+	// daemon's watch are counted) or Strict (a copy is served only while the watch of
+	// its node vouches for it; docs/consistency.md). NewHotCache panics on another value.
+	Consistency Consistency
 }
 
 // HotCache serves hot keys from process memory and passes everything else to Redis.
@@ -54,6 +58,8 @@ type HotCache struct {
 	sharded bool
 	maxTTL  float64
 	clock   Clock
+	gate    *watchGate
+	auth    *MessageAuth
 }
 
 type nilable struct {
@@ -86,7 +92,7 @@ func NewHotCache(client redis.UniversalClient, o CacheOptions) *HotCache {
 	if o.HotSet.Clock == nil {
 		o.HotSet.Clock = SystemClock()
 	}
-	c := &HotCache{client: client, ns: o.Namespace, sharded: o.Sharded, clock: o.HotSet.Clock, origin: newOrigin()}
+	c := &HotCache{client: client, ns: o.Namespace, sharded: o.Sharded, clock: o.HotSet.Clock, origin: newOrigin(), auth: o.Auth}
 	if o.MaxTTL > 0 {
 		c.maxTTL = o.MaxTTL.Seconds()
 	}
@@ -101,17 +107,24 @@ func NewHotCache(client redis.UniversalClient, o CacheOptions) *HotCache {
 			userCool(k)
 		}
 	}
+	var gate *watchGate
 	c.sub = NewSubscriber(SubscriberOptions{
 		Client: client, SnapshotClient: o.SnapshotClient, Namespace: o.Namespace, HotSet: o.HotSet,
-		OnInvalidate: func(_ string, keys [][]byte) {
-			for _, k := range keys {
-				c.local.invalidate(string(k))
-			}
+		OnInvalidationPayload: func(p []byte) { gate.onInvalidation(p) },
+		OnHeartbeat:           func(p []byte) { gate.onHeartbeat(p) },
+		OnReset: func() {
+			c.local.clear()
+			gate.reset()
 		},
-		OnReset: c.local.clear, Logger: o.Logger, Sharded: o.Sharded, Auth: o.Auth,
+		Logger: o.Logger, Sharded: o.Sharded, Auth: o.Auth,
 		StartTimeout: o.StartTimeout,
 	})
 	c.hotset = c.sub.HotSet()
+	gate, err := newWatchGate(o.Consistency, c.hotset, c.clock, o.Auth, c.local.invalidate, c.local.clear)
+	if err != nil {
+		panic(err)
+	}
+	c.gate = gate
 	if !o.DisableDemand {
 		c.demand = newDemandReporter(c.publish, o.Namespace, c.hotset, c.origin, o.DemandInterval)
 	}
@@ -166,6 +179,16 @@ func (c *HotCache) DemandStats() DemandStats {
 	return c.demand.stats
 }
 
+// WatchStats: heartbeats heard, epoch changes, lapses and strict-mode misses.
+func (c *HotCache) WatchStats() WatchStats { return c.gate.stats() }
+
+// IntakeStats: invalidations applied, deferred by the per-key limit, and dropped.
+func (c *HotCache) IntakeStats() IntakeStats {
+	c.gate.intake.mu.Lock()
+	defer c.gate.intake.mu.Unlock()
+	return c.gate.intake.stats
+}
+
 // Origin identifies this cache in invalidations and demand reports.
 func (c *HotCache) Origin() string { return c.origin }
 
@@ -204,9 +227,14 @@ func (c *HotCache) Get(ctx context.Context, key string) (string, error) {
 		return c.client.Get(ctx, key).Result()
 	}
 	ck := cacheKey{op: 'g', key: key}
-	if v, ok := c.local.peek(ck, now); ok {
-		c.served(it, true)
-		return v.(nilable).result()
+	if c.gate.admit(ck, now) {
+		if v, ok := c.local.peek(ck, now); ok {
+			c.served(it, true)
+			return v.(nilable).result()
+		}
+	}
+	if !c.gate.beforeFetch(ck, c.db, now) {
+		return c.client.Get(ctx, key).Result() // strict and unwatched: not cached
 	}
 	return c.fillString(it, ck, ttl, func() (string, error) { return c.client.Get(ctx, key).Result() })
 }
@@ -218,9 +246,14 @@ func (c *HotCache) HGet(ctx context.Context, key, field string) (string, error) 
 		return c.client.HGet(ctx, key, field).Result()
 	}
 	ck := cacheKey{op: 'h', key: key, field: field}
-	if v, ok := c.local.peek(ck, now); ok {
-		c.served(it, true)
-		return v.(nilable).result()
+	if c.gate.admit(ck, now) {
+		if v, ok := c.local.peek(ck, now); ok {
+			c.served(it, true)
+			return v.(nilable).result()
+		}
+	}
+	if !c.gate.beforeFetch(ck, c.db, now) {
+		return c.client.HGet(ctx, key, field).Result()
 	}
 	return c.fillString(it, ck, ttl, func() (string, error) { return c.client.HGet(ctx, key, field).Result() })
 }
@@ -248,7 +281,11 @@ func (c *HotCache) HGetAll(ctx context.Context, key string) (map[string]string, 
 	if it == nil {
 		return c.client.HGetAll(ctx, key).Result()
 	}
-	v, local, err := c.local.load(cacheKey{op: 'H', key: key}, now, ttl, func() (any, int, error) {
+	ck := cacheKey{op: 'H', key: key}
+	if !c.gate.admit(ck, now) && !c.gate.beforeFetch(ck, c.db, now) {
+		return c.client.HGetAll(ctx, key).Result()
+	}
+	v, local, err := c.local.load(ck, now, ttl, func() (any, int, error) {
 		m, err := c.client.HGetAll(ctx, key).Result()
 		size := 0
 		for f, val := range m {
@@ -312,6 +349,7 @@ func Cached[T any](ctx context.Context, c *HotCache, key string, load func(conte
 	if it == nil {
 		return load(ctx)
 	}
+	c.gate.settle(key, now) // not watched (not Redis), but invalidations apply
 	v, local, err := c.local.load(cacheKey{op: 'c', key: key}, now, ttl, func() (any, int, error) {
 		r, err := load(ctx)
 		return r, 64, err
@@ -376,7 +414,13 @@ func (c *HotCache) invalidation(keys []string) []byte {
 	for i, k := range keys {
 		kb[i] = []byte(k)
 	}
-	return EncodeInvalidation(c.origin, kb)
+	p := EncodeInvalidation(c.origin, kb)
+	if c.auth != nil { // apps with the key drop unsigned invalidations
+		if signed, err := c.auth.Sign(p); err == nil {
+			return signed
+		}
+	}
+	return p
 }
 
 // write runs the write and the invalidation PUBLISH in one pipeline; the local copies

@@ -54,6 +54,7 @@ type instanceState struct {
 	final  bool
 	seen   float64
 	keys   map[Key]float64
+	since  map[Key]int64 // the seq of the announcement that made the key hot here
 }
 
 // HotSetOptions bound the hot set and register listeners.
@@ -229,6 +230,7 @@ func (s *HotSet) Apply(msg Message, force bool) ApplyResult {
 		turnedHot = s.announce(msg.Instance, st, msg, now, turnedHot)
 		for k := range old {
 			if _, still := st.keys[k]; !still {
+				delete(st.since, k)
 				cooled = s.withdraw(k, now, cooled)
 			}
 		}
@@ -249,6 +251,7 @@ func (s *HotSet) Apply(msg Message, force bool) ApplyResult {
 		turnedHot = s.announce(msg.Instance, st, msg, now, turnedHot)
 		for _, c := range msg.Cool {
 			k := Key{string(c.Key), c.DB}
+			delete(st.since, k)
 			if _, ok := st.keys[k]; ok {
 				delete(st.keys, k)
 				cooled = s.withdraw(k, now, cooled)
@@ -261,6 +264,23 @@ func (s *HotSet) Apply(msg Message, force bool) ApplyResult {
 	return Applied
 }
 
+// hotSince: (instance, seq that made k hot there) for each instance holding k now,
+// by instance name; what a strict read's guard checks the watch's armed against.
+func (s *HotSet) hotSince(k Key, now float64) []instSeq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []instSeq
+	for name, st := range s.instances {
+		if exp, ok := st.keys[k]; ok && exp > now {
+			if seq, ok := st.since[k]; ok {
+				out = append(out, instSeq{name, seq})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].instance < out[j].instance })
+	return out
+}
+
 // Expire removes keys whose TTL ran out and forgets idle instances; returns how many cooled.
 func (s *HotSet) Expire() int {
 	now := s.o.Clock.Monotonic()
@@ -270,6 +290,7 @@ func (s *HotSet) Expire() int {
 		for k, exp := range st.keys {
 			if exp <= now {
 				delete(st.keys, k)
+				delete(st.since, k)
 			}
 		}
 	}
@@ -298,7 +319,7 @@ func (s *HotSet) Clear() {
 }
 
 func newInstance() *instanceState {
-	return &instanceState{keys: map[Key]float64{}}
+	return &instanceState{keys: map[Key]float64{}, since: map[Key]int64{}}
 }
 
 // roomForInstance: whether a new instance may be tracked (lock held). At the cap, idle
@@ -345,6 +366,9 @@ func (s *HotSet) announce(name string, st *instanceState, msg Message, now float
 			it.owner = name
 		}
 		st.keys[k] = exp
+		if _, ok := st.since[k]; !ok {
+			st.since[k] = msg.Seq
+		}
 	}
 	return turned
 }

@@ -51,6 +51,8 @@ var (
 	maxSeqJump                                   int64
 	maxHotKeys, maxKeysPerInstance, maxInstances int
 	minReportInterval                            time.Duration
+	watchLease, invalidationKeyInterval          time.Duration
+	maxInvalidationBytes, maxInvalidationKeys    int
 )
 
 func init() {
@@ -118,4 +120,8 @@ func (l limitSet) apply() {
 	maxInstances = int(l.int("hotset_instances_max"))
 	minReportInterval = l.ms("demand_report_interval_ms_min")
 	DefaultStartTimeout = l.ms("start_timeout_ms")
+	watchLease = l.ms("watch_lease_ms")
+	invalidationKeyInterval = l.ms("invalidation_key_interval_ms")
+	maxInvalidationBytes = int(l.int("invalidation_bytes_max"))
+	maxInvalidationKeys = int(l.int("invalidation_keys_max"))
 }

@@ -39,6 +39,12 @@ type SubscriberOptions struct {
 	// OnInvalidate receives the keys of every invalidation broadcast; nil disables the
 	// invalidation subscription.
 	OnInvalidate func(origin string, keys [][]byte)
+	// OnInvalidationPayload, when set, receives each invalidation's raw payload instead
+	// of OnInvalidate (a HotCache checks size, signature and rate itself).
+	OnInvalidationPayload func(payload []byte)
+	// OnHeartbeat receives each raw message of the watch channel (the daemon's watch
+	// heartbeats, docs/consistency.md); nil: not subscribed.
+	OnHeartbeat func(payload []byte)
 	// OnReset is called after every (re)connect: anything cached before may have
 	// missed invalidations while disconnected.
 	OnReset func()
@@ -248,8 +254,11 @@ func fatal(err error) bool {
 
 func (s *Subscriber) session(ctx context.Context) error {
 	channels := []string{s.o.Namespace.EventsChannel()}
-	if s.o.OnInvalidate != nil {
+	if s.o.OnInvalidate != nil || s.o.OnInvalidationPayload != nil {
 		channels = append(channels, s.o.Namespace.InvalidateChannel())
+	}
+	if s.o.OnHeartbeat != nil {
+		channels = append(channels, s.o.Namespace.WatchChannel())
 	}
 	recv, ping, closeAll, err := s.subscribe(ctx, channels)
 	if err != nil {
@@ -300,6 +309,15 @@ func (s *Subscriber) session(ctx context.Context) error {
 		}
 		m, ok := msg.(*redis.Message)
 		if !ok {
+			continue
+		}
+		if m.Channel == s.o.Namespace.WatchChannel() && s.o.OnHeartbeat != nil {
+			s.o.OnHeartbeat([]byte(m.Payload))
+			continue
+		}
+		if m.Channel == s.o.Namespace.InvalidateChannel() && s.o.OnInvalidationPayload != nil {
+			atomic.AddInt64(&s.stats.Invalidations, 1)
+			s.o.OnInvalidationPayload([]byte(m.Payload))
 			continue
 		}
 		if m.Channel == s.o.Namespace.InvalidateChannel() && s.o.OnInvalidate != nil {

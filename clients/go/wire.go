@@ -49,6 +49,9 @@ func (n Namespace) EventsChannel() string {
 // InvalidateChannel is where caches broadcast the keys they wrote.
 func (n Namespace) InvalidateChannel() string { return n.prefix() + ":invalidate" }
 
+// WatchChannel carries the heartbeat of the daemon's watch of each data node (every 100 ms).
+func (n Namespace) WatchChannel() string { return n.prefix() + ":watch" }
+
 // DemandChannel is where apps report locally served reads to daemon instance.
 func (n Namespace) DemandChannel(instance string) string {
 	return n.prefix() + ":demand:" + instance

@@ -231,6 +231,8 @@ class AsyncSubscriber(SubscriberCore):
                 if m["type"] == self.message_type:
                     if ch == events:
                         await self.on_message(m["data"])
+                    elif ch == self.namespace.watch_channel:
+                        self.on_heartbeat(m["data"])
                     else:
                         self.on_invalidation(m["data"])
                 elif m["type"] == self.subscribe_type and ch in self.channels:

@@ -19,12 +19,14 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar, cast
 
 from hotkeyd.client.aio import AsyncSubscriber
+from hotkeyd.client.consistency import WatchGate
 from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
-from hotkeyd.client.invalidation import apply_invalidation, encode_invalidation
+from hotkeyd.client.invalidation import encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.passthrough import AsyncInvalidatingPipeline, make_flush, pass_through
 from hotkeyd.client.subscriber import start_failure
+from hotkeyd.client.watchguard import Consistency, WatchStats
 from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import (
     AnyAsyncRedis,
@@ -66,6 +68,7 @@ class AsyncHotCache:
         report_interval: float = DEFAULT_INTERVAL,
         auth: MessageAuth | None = None,
         daemon_db: int = 0,
+        consistency: Consistency = "available",
     ) -> None:
         # Any: the redis stubs lack the asyncio RedisCluster commands
         self.client: Any = cast(Any, client)
@@ -104,9 +107,20 @@ class AsyncHotCache:
             )
         self._futures: dict[Hashable, asyncio.Future[Any]] = {}
         self.bad_invalidations = 0
+        self.gate = WatchGate(
+            consistency,
+            self.hotset,
+            self.clock,
+            auth=auth,
+            drop=self.local.invalidate,
+            drop_all=self.local.clear,
+        )
+        self.consistency = self.gate.mode
         self.hotset.add_listener(on_cool=self.local.invalidate)
         subscriber.add_invalidation_listener(self._on_invalidation)
+        subscriber.add_heartbeat_listener(self.gate.on_heartbeat)
         subscriber.add_reset_listener(self.local.clear)
+        subscriber.add_reset_listener(self.gate.reset)
         if metrics is not None:
             metrics.bind(self)
 
@@ -229,10 +243,13 @@ class AsyncHotCache:
         now = self.clock.monotonic()
         if item.expires <= now or item.entry.db != self._db:
             return await self.client.execute_command(command, *args)
-        hit, value = self.local.get_fresh(ckey, now)
-        if hit:
-            item.served += 1
-            return value
+        if self.gate.admit(ckey, k, now):
+            hit, value = self.local.get_fresh(ckey, now)
+            if hit:
+                item.served += 1
+                return value
+        if not self.gate.before_fetch(ckey, k, self._db, now):
+            return await self.client.execute_command(command, *args)  # strict and unwatched
         return await self._counted(
             item, ckey, k, lambda: self.client.execute_command(command, *args), self._ttl(item)
         )
@@ -343,14 +360,14 @@ class AsyncHotCache:
     async def invalidate(self, *names: Any) -> None:
         """Drop ``names`` here and broadcast their invalidation."""
         kbs = [key_bytes(n) for n in names]
-        payload = encode_invalidation(self.origin, kbs)
+        payload = self._payload(kbs)
         await self.client.execute_command(self._publish_cmd, self._channel, payload)
         for kb in kbs:
             self.local.invalidate(kb)
 
     async def _write(self, names: tuple[Any, ...], add: Callable[[Any], Any]) -> Any:
         kbs = [key_bytes(n) for n in names]
-        payload = encode_invalidation(self.origin, kbs)
+        payload = self._payload(kbs)
         try:
             if self._cluster:  # the write goes to its slot's node, the invalidation after it
                 result = await add(self.client)
@@ -364,6 +381,15 @@ class AsyncHotCache:
             for kb in kbs:
                 self.local.invalidate(kb)
 
+    @property
+    def watch_stats(self) -> WatchStats:
+        """Heartbeats heard, epoch changes, lapses, strict-mode misses."""
+        return self.gate.stats
+
+    def _payload(self, kbs: list[bytes]) -> bytes:
+        payload = encode_invalidation(self.origin, kbs)
+        return payload if self.gate.auth is None else self.gate.auth.sign(payload)
+
     def _on_invalidation(self, payload: bytes) -> None:
-        if not apply_invalidation(payload, self.local.invalidate):
+        if not self.gate.on_invalidation(payload):
             self.bad_invalidations += 1

@@ -26,17 +26,14 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
+from hotkeyd.client.consistency import WatchGate
 from hotkeyd.client.demand import DemandCounter, DemandReporter, DemandStats
 from hotkeyd.client.hotset import HotItem, HotSet, hot_lookup
-from hotkeyd.client.invalidation import (
-    ServerTracking,
-    TrackingMode,
-    apply_invalidation,
-    encode_invalidation,
-)
+from hotkeyd.client.invalidation import ServerTracking, TrackingMode, encode_invalidation
 from hotkeyd.client.local import CacheStats, LocalCache
 from hotkeyd.client.passthrough import InvalidatingPipeline, make_flush, pass_through
 from hotkeyd.client.subscriber import Subscriber, start_failure
+from hotkeyd.client.watchguard import Consistency, WatchStats
 from hotkeyd.clock import Clock
 from hotkeyd.conn.cluster import (
     AnyRedis,
@@ -99,6 +96,11 @@ class HotCache(Generic[V]):
             e.g. ``MessageAuth.from_env()``) and drop anything unsigned or forged.
         daemon_db: the db in the daemon's ``--redis-url`` (where its snapshots are),
             when it differs from this client's db (the subscriber reads from there).
+        consistency: ``"available"`` (default) serves a copy until its TTL and counts the
+            reads the daemon's watch did not vouch for (``watch_stats.lapsed``);
+            ``"strict"`` serves a copy only while the watch of its node heartbeats
+            (< 300 ms), under the epoch it was fetched in, once its key is armed; else
+            the read goes to Redis (docs/consistency.md).
 
     A failed :meth:`start` (or :meth:`from_url`) stops what it started and raises the
     real cause: ``PublishError`` for credentials, ACL, MOVED from a cluster node and
@@ -127,6 +129,7 @@ class HotCache(Generic[V]):
         report_interval: float = DEFAULT_INTERVAL,
         auth: MessageAuth | None = None,
         daemon_db: int = 0,
+        consistency: Consistency = "available",
     ) -> None:
         if broadcast not in ("always", "known"):
             raise ValueError(f"broadcast must be 'always' or 'known', got {broadcast!r}")
@@ -178,9 +181,20 @@ class HotCache(Generic[V]):
                 on_invalidate=self._on_tracking_push,
                 on_reset=self.local.clear,
             )
+        self.gate = WatchGate(
+            consistency,
+            self.hotset,
+            self.clock,
+            auth=auth,
+            drop=self.local.invalidate,
+            drop_all=self.local.clear,
+        )
+        self.consistency = self.gate.mode
         self.hotset.add_listener(on_cool=self.local.invalidate)
         subscriber.add_invalidation_listener(self._on_invalidation)
+        subscriber.add_heartbeat_listener(self.gate.on_heartbeat)
         subscriber.add_reset_listener(self.local.clear)
+        subscriber.add_reset_listener(self.gate.reset)
         if metrics is not None:
             metrics.bind(self)
         self._started = False
@@ -265,6 +279,11 @@ class HotCache(Generic[V]):
         return self.local.stats
 
     @property
+    def watch_stats(self) -> WatchStats:
+        """Heartbeats heard, epoch changes, lapses, strict-mode misses."""
+        return self.gate.stats
+
+    @property
     def demand_stats(self) -> DemandStats | None:
         """Counters of the demand reports this cache sends (None when it sends none)."""
         if self._demand is None or self.hotset.demand_owner is not self:
@@ -312,6 +331,7 @@ class HotCache(Generic[V]):
         now = self.clock.monotonic()
         if item is None or item.expires <= now:
             return loader()  # cold: no caching, no db check (the loader is not Redis)
+        self.gate.settle(k, now)  # not watched (not Redis), but invalidations apply
         ckey = ("c", k)
         hit, value = self.local.get_fresh(ckey, now)
         if hit:
@@ -330,16 +350,23 @@ class HotCache(Generic[V]):
         out: list[Any] = [None] * len(names)
         need: list[int] = []
         flights: dict[int, Any] = {}
+        gate = self.gate
         for i, kb in enumerate(kbs):
             item = hot.get(kb)
             if item is None or item.expires <= now or item.entry.db != self._db:
                 need.append(i)
                 continue
             ckey = ("g", kb)
+            if not gate.admit(ckey, kb, now) and not gate.before_fetch(ckey, kb, self._db, now):
+                need.append(i)  # strict, unwatched: from Redis, not cached
+                continue
             hit, value = self.local.get_fresh(ckey, now)
             if hit:
                 item.served += 1
                 out[i] = value
+                continue
+            if not gate.before_fetch(ckey, kb, self._db, now):
+                need.append(i)
                 continue
             flight, stale = self.local.begin(ckey, kb, now)
             if flight is None and stale is not None and now < stale.expires + self.local.stale_for:
@@ -372,10 +399,13 @@ class HotCache(Generic[V]):
         now = self.clock.monotonic()
         if item.expires <= now or item.entry.db != self._db:  # cold (or another db)
             return self.client.execute_command(command, *args)
-        hit, value = self.local.get_fresh(ckey, now)
-        if hit:
-            item.served += 1
-            return value
+        if self.gate.admit(ckey, k, now):
+            hit, value = self.local.get_fresh(ckey, now)
+            if hit:
+                item.served += 1
+                return value
+        if not self.gate.before_fetch(ckey, k, self._db, now):
+            return self.client.execute_command(command, *args)  # strict and unwatched
         tracking = self._tracking
         if tracking is not None:
             return self._load(item, ckey, k, lambda: tracking.read(command, *args), self._ttl(item))
@@ -473,16 +503,21 @@ class HotCache(Generic[V]):
     def invalidate(self, *names: Any) -> None:
         """Drop ``names`` here and broadcast their invalidation (e.g. after a DB write)."""
         kbs = [key_bytes(n) for n in names]
-        payload = encode_invalidation(self.origin, kbs)
+        payload = self._payload(kbs)
         self.client.execute_command(self._publish_cmd, self._channel, payload)
         for kb in kbs:
             self.local.invalidate(kb)
+
+    def _payload(self, kbs: list[bytes]) -> bytes:
+        """The invalidation of ``kbs``, signed with ``auth`` (apps with it drop unsigned ones)."""
+        payload = encode_invalidation(self.origin, kbs)
+        return payload if self.gate.auth is None else self.gate.auth.sign(payload)
 
     def _write(self, names: tuple[Any, ...], add: Callable[[Any], Any]) -> Any:
         kbs = [key_bytes(n) for n in names]
         if self.broadcast == "known" and not any(kb in self._hot or kb in self.local for kb in kbs):
             return add(self.client)
-        payload = encode_invalidation(self.origin, kbs)
+        payload = self._payload(kbs)
         try:
             if self._cluster:  # the write goes to its slot's node, the invalidation after it
                 result = add(self.client)
@@ -499,7 +534,7 @@ class HotCache(Generic[V]):
 
     # ------------------------------------------------------------ invalidations
     def _on_invalidation(self, payload: bytes) -> None:
-        if not apply_invalidation(payload, self.local.invalidate):
+        if not self.gate.on_invalidation(payload):
             self.bad_invalidations += 1
 
     def _on_tracking_push(self, key: bytes | None) -> None:

@@ -102,6 +102,7 @@ class _Instance:
     final: bool = False
     seen: float = 0.0  # monotonic time of its last message
     keys: dict[Ident, float] = field(default_factory=dict)  # ident -> monotonic expiry
+    since: dict[Ident, int] = field(default_factory=dict)  # ident -> seq that made it hot
 
 
 class HotSet:
@@ -214,6 +215,18 @@ class HotSet:
             st = self._instances.get(instance)
             return None if st is None else st.seq
 
+    def hot_since(self, key: bytes, db: int = 0) -> list[tuple[str, int]]:
+        """(instance, seq of the announcement that made the key hot there), per instance
+        holding it now: what a strict read's guard checks the watch's ``armed`` against."""
+        i = ident(key, db)
+        now = self.clock.monotonic()
+        with self._lock:
+            return sorted(
+                (name, st.since[i])
+                for name, st in self._instances.items()
+                if st.keys.get(i, 0.0) > now and i in st.since
+            )
+
     def instances(self) -> list[str]:
         """Instances the set has heard of."""
         with self._lock:
@@ -266,6 +279,7 @@ class HotSet:
                 self._announce(st, msg, now, turned_hot)
                 for key in old:
                     if key not in st.keys:
+                        st.since.pop(key, None)
                         self._withdraw(key, now, cooled)
             else:
                 if st is not None and st.seq is not None and msg.seq <= st.seq:
@@ -278,6 +292,7 @@ class HotSet:
                 self._announce(st, msg, now, turned_hot)
                 for c in msg.cool:
                     i = ident(c.key, c.db)
+                    st.since.pop(i, None)
                     if st.keys.pop(i, None) is not None:
                         self._withdraw(i, now, cooled)
             st.seq, st.ts, st.final, st.seen = msg.seq, msg.ts, msg.final, now
@@ -293,6 +308,7 @@ class HotSet:
                 dead = [k for k, exp in st.keys.items() if exp <= now]
                 for k in dead:
                     del st.keys[k]
+                    st.since.pop(k, None)
             for key, item in list(self._items.items()):
                 if item.expires <= now:
                     self._withdraw(key, now, cooled)
@@ -365,6 +381,8 @@ class HotSet:
                 item.instance = msg.instance
                 item.expires = max(item.expires, exp) if item.expires > now else exp
             st.keys[i] = exp
+            if i not in st.since:
+                st.since[i] = msg.seq
 
     def _withdraw(self, key: Ident, now: float, cooled: list[Ident]) -> None:
         """``key`` lost one instance's claim: keep it while another still holds it."""

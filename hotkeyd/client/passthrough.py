@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hotkeyd.client.invalidation import encode_invalidation
 from hotkeyd.protocol.keys import key_bytes
 
 __all__ = [
@@ -109,7 +108,7 @@ def make_flush(cache: Any) -> Flush:
     On a single Redis the PUBLISH joins the pipeline; on a cluster it is sent once the
     pipeline executed (a cluster pipeline cannot PUBLISH).
     """
-    origin, channel, command = cache.origin, cache._channel, cache._publish_cmd
+    channel, command = cache._channel, cache._publish_cmd
     drop = cache.local.invalidate
 
     def publish(payload: bytes) -> Any:  # a coroutine for redis.asyncio: awaited
@@ -118,7 +117,7 @@ def make_flush(cache: Any) -> Flush:
     publish_after = publish if cache._cluster else None
 
     def flush(pipe: Any, keys: list[bytes]) -> tuple[Callable[[], Any], bool]:
-        payload = encode_invalidation(origin, keys)
+        payload = cache._payload(keys)
 
         def drop_all() -> None:
             for kb in keys:

@@ -130,18 +130,32 @@ class SubscriberCore:
         self.error: HotkeydError | None = None  # why the start failed for good
         self.last_error: str | None = None  # the latest failure, for messages
         self.warn = RateLimitedLog(logger)
-        self.channels = (namespace.channel, namespace.invalidate_channel)
+        # The watch's heartbeats (docs/consistency.md) drive strict mode and count lapses.
+        self.channels = (namespace.channel, namespace.invalidate_channel, namespace.watch_channel)
         # Sharded pub/sub (SSUBSCRIBE) confirms with "ssubscribe" and delivers "smessage";
         # after a slot migration redis-py subscribes again on the new owner.
         sharded = namespace.sharded
         self.subscribe_type = "ssubscribe" if sharded else "subscribe"
         self.message_type = "smessage" if sharded else "message"
         self._inval: list[Callable[[bytes], None]] = []
+        self._beats: list[Callable[[bytes], None]] = []
         self._reset: list[Callable[[], None]] = []
 
     def add_invalidation_listener(self, fn: Callable[[bytes], None]) -> None:
         """``fn(payload)`` for each message on the invalidation channel."""
         self._inval.append(fn)
+
+    def add_heartbeat_listener(self, fn: Callable[[bytes], None]) -> None:
+        """``fn(payload)`` for each message on the watch channel (heartbeats)."""
+        self._beats.append(fn)
+
+    def on_heartbeat(self, data: Any) -> None:
+        payload = data if isinstance(data, bytes) else str(data).encode("utf-8")
+        for fn in list(self._beats):
+            try:
+                fn(payload)
+            except Exception:
+                self.warn(logging.ERROR, "heartbeat listener %r failed", fn, exc_info=True)
 
     def add_reset_listener(self, fn: Callable[[], None]) -> None:
         """``fn()`` after every (re)subscription: invalidations may have been missed."""
@@ -518,7 +532,7 @@ class Subscriber(SubscriberCore):
         next_expire = next_resync = self.clock.monotonic()
         if self.resync_interval:
             next_resync += self.resync_interval
-        events = self.namespace.channel
+        events, watch = self.namespace.channel, self.namespace.watch_channel
         live = Liveness(self.health_interval, can_ping=_can_ping(ps))
         while not self._stop.is_set():
             m = self._get(ps, 0.05)
@@ -527,8 +541,11 @@ class Subscriber(SubscriberCore):
             if m is not None:
                 kind = m["type"]
                 if kind == self.message_type:
-                    if _text(m["channel"]) == events:
+                    ch = _text(m["channel"])
+                    if ch == events:
                         self.on_message(m["data"])
+                    elif ch == watch:
+                        self.on_heartbeat(m["data"])
                     else:
                         self.on_invalidation(m["data"])
                 elif kind == self.subscribe_type and _text(m["channel"]) in self.channels:

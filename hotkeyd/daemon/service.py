@@ -434,7 +434,8 @@ class Service:
         self.view = (hot, top)
         self.publisher.update_state(hot, top)
         if self.watch is not None:  # after the publish: arming never delays an announcement
-            self.watch.set_hot(h.key for h in hot)
+            # the seq of the message just built: strict-mode apps wait for armed >= it
+            self.watch.set_hot((h.key for h in hot), seq=getattr(self.publisher, "seq", 0))
 
     def _final_tick(self) -> None:
         """Input over or stop requested: close the open sub-window so its counts are rated.

@@ -142,6 +142,9 @@ class NodeWatch:
         self.connected = False
         self.error: str | None = None
         self._want: frozenset[bytes] = frozenset()  # the hot keys this node owns
+        self._want_seq = 0  # the daemon's notification seq that announced _want
+        self.armed_seq = 0  # every key of _want_seq is armed under this epoch
+        self.slots: tuple[tuple[int, int], ...] | None = None  # a cluster primary's ranges
         self._armed: set[bytes] = set()
         self._last_arm: dict[bytes, float] = {}
         self._deferred: dict[bytes, float] = {}  # key -> when to re-arm it
@@ -155,11 +158,12 @@ class NodeWatch:
         self._thread = threading.Thread(target=self._run, name=f"hotkeyd-watch-{node}", daemon=True)
 
     # -- called from the daemon's loop (never blocks) ----------------------------------
-    def set_keys(self, keys: frozenset[bytes]) -> None:
+    def set_keys(self, keys: frozenset[bytes], seq: int = 0) -> None:
+        """The hot keys this node owns, as announced up to notification ``seq``."""
         with self._lock:
-            if keys == self._want:
+            if keys == self._want and seq == self._want_seq:
                 return
-            self._want = keys
+            self._want, self._want_seq = keys, seq
         self._changed.set()
 
     def start(self) -> NodeWatch:
@@ -189,6 +193,11 @@ class NodeWatch:
                 now = time.monotonic()
                 if now >= next_beat:
                     next_beat = now + HEARTBEAT_INTERVAL
+                    # A round trip first: a half-open connection blocks here (socket
+                    # timeout), so its heartbeats stop and strict apps stop serving
+                    # within their lease instead of trusting a dead watch.
+                    self._conn.send_command("PING")
+                    self._conn.read_response()
                     self._heartbeat()
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
                 self._lost(str(exc) or type(exc).__name__)
@@ -233,6 +242,7 @@ class NodeWatch:
         self.connected, self.error = True, None
         self.wm.up.labels(node=self.node).set(1)
         stale = set(self._armed) | set(self._deferred)
+        self.armed_seq = 0
         self._armed.clear()
         self._deferred.clear()
         self._changed.clear()
@@ -256,12 +266,17 @@ class NodeWatch:
 
     def _sync(self) -> None:
         with self._lock:
-            want = self._want
+            want, seq = self._want, self._want_seq
         gone = self._armed - want
         self._armed -= gone  # cooled keys: Redis forgets them at their next write
         for k in [k for k in self._last_arm if k not in want]:
             del self._last_arm[k]
-        self._arm([k for k in want if k not in self._armed])
+        # A key whose re-arm is deferred (REARM_SPACING) waits for it: the apps were told,
+        # and are told again once it is re-armed.
+        self._arm([k for k in want if k not in self._armed and k not in self._deferred])
+        if all(k in self._armed or k in self._deferred for k in want):
+            # strict-mode apps serve a key announced at seq <= armed_seq (docs/consistency.md)
+            self.armed_seq = max(self.armed_seq, seq)
 
     def _arm(self, keys: Iterable[bytes]) -> None:
         """CLIENT CACHING yes + EXISTS for each key, pipelined on the tracking connection."""
@@ -369,15 +384,18 @@ class NodeWatch:
                 self.wm.invalidations.labels(node=self.node, cause=cause).inc(len(chunk))
 
     def _heartbeat(self) -> None:
-        body = {
+        body: dict[str, Any] = {
             "v": 1,
             "instance": self.origin,
             "node": self.node,
             "epoch": self.epoch,
             "up": self.connected,
             "keys": len(self._armed),
+            "armed": self.armed_seq if self.connected else 0,
             "ts": round(time.time(), 3),
         }
+        if self.slots is not None:
+            body["slots"] = [[lo, hi] for lo, hi in self.slots]
         self.bus.send(
             self.bus.namespace.watch_channel,
             json.dumps(body, separators=(",", ":")).encode("utf-8"),
@@ -412,6 +430,7 @@ class Watch:
         self._slots: dict[str, list[tuple[int, int, NodeWatch]]] = {}
         self._plain: dict[str, NodeWatch] = {}
         self._keys: frozenset[bytes] = frozenset()
+        self._seq = 0
         self._refresh = threading.Event()  # set on MOVED or a lost cluster node
         self._refreshed = 0.0
         self._lock = threading.Lock()
@@ -455,18 +474,26 @@ class Watch:
                 ).start()
                 self.nodes.append(by_node[node])
             ranges.append((lo, hi, by_node[node]))
+        mine: dict[NodeWatch, list[tuple[int, int]]] = {}
+        for _lo, _hi, nw in self._slots.get(url, []):
+            mine.setdefault(nw, [])  # a primary that lost every slot covers none
+        for lo, hi, nw in ranges:
+            mine.setdefault(nw, []).append((lo, hi))
+        for nw, rs in mine.items():
+            nw.slots = tuple(sorted(rs))
         with self._lock:
             self._slots[url] = sorted(ranges, key=lambda r: r[0])
 
-    def set_hot(self, keys: Iterable[bytes]) -> None:
-        """The current hot set (called at each tick; never blocks on I/O)."""
+    def set_hot(self, keys: Iterable[bytes], seq: int = 0) -> None:
+        """The current hot set, as announced up to notification ``seq`` (called at each
+        tick, after the publish; never blocks on I/O)."""
         ks = frozenset(keys)
         now = time.monotonic()
         if self._slots and now - self._refreshed >= TOPOLOGY_REFRESH:
             self._refresh.set()  # a manual failover or a slot move need not cut a watch
-        if ks == self._keys and not self._refresh.is_set():
+        if ks == self._keys and seq == self._seq and not self._refresh.is_set():
             return
-        self._keys = ks
+        self._keys, self._seq = ks, seq
         if self._refresh.is_set() and now - self._refreshed >= 1.0:  # at most 1/s
             self._refresh.clear()
             self._refreshed = now
@@ -490,7 +517,7 @@ class Watch:
                         per[nw].add(k)
                         break
         for nw, ks in per.items():
-            nw.set_keys(frozenset(ks))
+            nw.set_keys(frozenset(ks), self._seq)
 
     def _refresh_all(self) -> None:
         """Slots moved: reread every cluster's topology, then reassign the keys."""

@@ -30,7 +30,7 @@ ROLES = {
     # the watch of the hot keys (bus and data Redis are one here; tests/watch/test_watch_acl.py)
     f"&{P}:invalidate &{P}:watch %R~app:* +client|tracking +client|caching +exists",
     "app": f"resetchannels ~app:* %R~{{{P}}}:* +@read +@write +@connection -@pubsub +subscribe "
-    f"+ping &{P}:events &{P}:invalidate (+publish &{P}:invalidate &{P}:demand:*)",
+    f"+ping &{P}:events &{P}:invalidate &{P}:watch (+publish &{P}:invalidate &{P}:demand:*)",
     "top": f"resetchannels %R~{{{P}}}:* +get +mget +zrevrangebyscore +zrangebyscore +ping",
     "watch": f"resetchannels &{P}:events +subscribe +ping",
 }

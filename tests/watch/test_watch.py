@@ -203,7 +203,8 @@ def test_flush_invalidates_every_hot_key_and_heartbeats_flow(
 
 def test_signed_invalidations_with_auth(redis_server: RedisServer, tmp_path: Path) -> None:
     """With --auth-key-file the watch signs its invalidations and heartbeats (a trailing
-    ``sig``, as every daemon message); the SDK's decoder ignores the field and drops."""
+    ``sig``, as every daemon message); a HotCache with the key verifies both (strict mode
+    serves locally only on verified heartbeats) and drops an unsigned invalidation."""
     from hotkeyd.protocol.auth import MessageAuth
 
     secret = b"watch-test-key-0123456789"
@@ -218,16 +219,22 @@ def test_signed_invalidations_with_auth(redis_server: RedisServer, tmp_path: Pat
     with DaemonProcess(
         "--redis-url", redis_server.url, "--auth-key-file", str(keyfile), "--window", "0.5"
     ) as d, _Load(d, {key: 3000.0}):  # fmt: skip
-        cache = HotCache.from_url(redis_server.url, auth=auth)
+        cache = HotCache.from_url(redis_server.url, auth=auth, consistency="strict")
         _armed(d, 1)
         try:
             took = _dropped_within(cache, key, partial(data.set, key, b"v1"))
             assert took < BOUND
+            assert wait_until(lambda: cache.get(key) == b"v1" and key in cache.local, timeout=2)
+            assert cache.watch_stats.heartbeats > 0 and cache.watch_stats.bad_heartbeats == 0
+            forged = b'{"v":1,"origin":"forger","keys":[{"key":"item:signed"}]}'
+            data.publish("hotkeyd:invalidate", forged)
+            assert wait_until(lambda: cache.gate.intake.stats.unsigned == 1, timeout=2)
+            assert key in cache.local  # the forged (unsigned) one dropped nothing
         finally:
             cache.close()
     seen: set[bytes] = set()
     while (m := sub.get_message(timeout=0.1)) is not None:
-        if m["type"] == "message":
+        if m["type"] == "message" and b'"forger"' not in m["data"]:
             assert auth.verify(m["data"]) is not None, m  # signed with the daemon's key
             seen.add(m["channel"])
     sub.close()

@@ -26,7 +26,7 @@ BUS = (
     "+set +pexpire +zadd +zrem +zremrangebyscore +del +publish +subscribe +multi +exec +ping"
 )
 # The watch connection on the data Redis: tracking, and EXISTS (read) on the data keys.
-WATCH = "resetchannels %R~app:* +client|tracking +client|caching +exists"
+WATCH = "resetchannels %R~app:* +client|tracking +client|caching +exists +ping"
 
 
 def test_watch_works_with_its_least_privilege_acl(redis_server: RedisServer) -> None:

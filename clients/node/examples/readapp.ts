@@ -4,7 +4,7 @@
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { Cluster, Redis } from "ioredis";
-import { HotCache, Namespace } from "../src/index.js";
+import { HotCache, Namespace, type Consistency } from "../src/index.js";
 
 const { values: a } = parseArgs({
   options: {
@@ -16,6 +16,7 @@ const { values: a } = parseArgs({
     namespace: { type: "string", default: "hotkeyd" },
     seconds: { type: "string", default: "3600" },
     sharded: { type: "boolean", default: false },
+    consistency: { type: "string", default: "available" },
   },
 });
 // Every line carries when it happened (unix ms), so the test measures in the apps' clock.
@@ -25,7 +26,9 @@ const emit = (o: Record<string, unknown>) =>
 const client = a.cluster
   ? new Cluster(a.cluster.split(",").map((hp) => ({ host: hp.split(":")[0], port: Number(hp.split(":")[1]) })))
   : new Redis(a.url);
-const cache = await new HotCache(client, { namespace: new Namespace(a.namespace), sharded: a.sharded }).start();
+const cache = await new HotCache(client, {
+  namespace: new Namespace(a.namespace), sharded: a.sharded, consistency: a.consistency as Consistency,
+}).start();
 emit({ event: "ready", lang: "node", origin: cache.origin });
 
 let stopped = false;
@@ -52,10 +55,20 @@ let reads = 0;
 let errors = 0;
 let last: string | null | undefined = undefined;
 let prevT = 0; // when the previous read (still the old value) returned (unix ms)
+let misses = 0;
+let missing = false;
 for (let i = 0; !stopped && Date.now() < end; i++) {
   try {
     const v = await cache.get(a.key);
     const nowT = performance.timeOrigin + performance.now();
+    if (a.consistency === "strict") {
+      // {"event":"source","local":...} when strict mode switches between local copies and Redis
+      const m = cache.watchStats.strictMisses;
+      const miss = m > misses;
+      if (i === 0 || miss !== missing) emit({ event: "source", local: !miss });
+      missing = miss;
+      misses = m;
+    }
     if (v !== last) {
       last = v;
       emit({ event: "value", value: v, prev_t: prevT });
@@ -70,7 +83,8 @@ for (let i = 0; !stopped && Date.now() < end; i++) {
     lastStats = Date.now();
     const s = cache.stats;
     emit({ event: "stats", reads, errors, hot: cache.hotSet.getText(a.key) !== undefined, local_hits: s.hits + s.staleHits,
-      demand: { reports: s.demandReports, entries: s.demandEntries, send_errors: s.demandSendErrors } });
+      demand: { reports: s.demandReports, entries: s.demandEntries, send_errors: s.demandSendErrors },
+      lapsed: cache.watchStats.lapsed, strict_misses: cache.watchStats.strictMisses });
   }
   next += intervalMs;
   const d = next - performance.now();

@@ -16,6 +16,7 @@ import { MessageAuth, SIGNATURE_BYTES } from "./auth.js";
 import { keyBytes } from "./keys.js";
 import { keyId, type HotItem } from "./hotset.js";
 import { Subscriber, type RedisLike, type SubscriberOptions } from "./subscriber.js";
+import { WatchGate, type Consistency, type IntakeStats, type WatchStats } from "./watch.js";
 import { buildDemandReports, encodeInvalidation, MAX_DEMAND_BYTES, type DemandRead } from "./wire.js";
 
 export interface CacheOptions extends SubscriberOptions {
@@ -34,6 +35,10 @@ export interface CacheOptions extends SubscriberOptions {
   demandAuth?: MessageAuth | null;
   /** logical database of the wrapped client (its options are read when omitted) */
   db?: number;
+  /** "available" (default): copies live until their TTL and lapses of the daemon's watch
+   * are counted (watchStats.lapsed); "strict": a copy is served only while the watch of
+   * its node vouches for it, else the read goes to Redis (docs/consistency.md) */
+  consistency?: Consistency;
 }
 
 export interface CacheStats {
@@ -42,6 +47,8 @@ export interface CacheStats {
   misses: number;
   loads: number;
   invalidations: number;
+  /** invalidations dropped whole: oversized, unsigned (auth on) or malformed */
+  badInvalidations: number;
   demandReports: number;
   demandEntries: number;
   demandDropped: number;
@@ -60,7 +67,7 @@ export class HotCache {
   readonly subscriber: Subscriber;
   readonly origin: string;
   readonly stats: CacheStats = {
-    hits: 0, staleHits: 0, misses: 0, loads: 0, invalidations: 0,
+    hits: 0, staleHits: 0, misses: 0, loads: 0, invalidations: 0, badInvalidations: 0,
     demandReports: 0, demandEntries: 0, demandDropped: 0, demandSendErrors: 0,
   };
   private readonly local: LRUCache<string, Entry>;
@@ -75,6 +82,8 @@ export class HotCache {
   private readonly demandIntervalMs: number;
   private readonly demandAuth?: MessageAuth;
   private readonly sharded: boolean;
+  private readonly gate: WatchGate;
+  private readonly auth: CacheOptions["auth"];
 
   constructor(
     readonly client: RedisLike,
@@ -93,22 +102,45 @@ export class HotCache {
       sizeCalculation: (e, k) => ENTRY_OVERHEAD + k.length + estimateSize(e.value),
       dispose: (e, k) => this.byKey.get(e.rkey)?.delete(k),
     });
+    this.auth = opts.auth;
+    let gate: WatchGate | undefined;
     this.subscriber = new Subscriber(client, {
       ...opts,
-      onInvalidate: (origin, keys) => {
-        for (const k of keys) this.dropBytes(k);
-        opts.onInvalidate?.(origin, keys);
+      onInvalidationPayload: (p) => {
+        if (!gate!.onInvalidation(p)) this.stats.badInvalidations++;
       },
+      onHeartbeat: (p) => gate!.onHeartbeat(p),
       onReset: () => {
         this.clearLocal();
+        gate!.reset();
         opts.onReset?.();
       },
     });
+    gate = new WatchGate(
+      opts.consistency ?? "available", this.subscriber.hotSet, this.subscriber.hotSet.clock, opts.auth,
+      (k) => this.dropBytes(k), () => this.clearLocal(),
+    );
+    this.gate = gate;
     this.subscriber.hotSet.addListener({ onCool: (k) => this.dropBytes(k.bytes) });
   }
 
   get hotSet() {
     return this.subscriber.hotSet;
+  }
+
+  /** "available" or "strict" */
+  get consistency(): Consistency {
+    return this.gate.mode;
+  }
+
+  /** heartbeats heard, epoch changes, lapses, strict-mode misses */
+  get watchStats(): WatchStats {
+    return this.gate.stats;
+  }
+
+  /** invalidations applied, deferred by the per-key limit, and dropped */
+  get intakeStats(): IntakeStats {
+    return this.gate.intake.stats;
   }
 
   /** Subscribe and bootstrap the hot set; start the demand reports. */
@@ -181,19 +213,24 @@ export class HotCache {
   async cached<T>(key: string, loader: () => Promise<T>): Promise<T> {
     const item = this.hotSet.getText(key, this.db);
     if (item === undefined) return loader();
-    return this.load(item, "c\u0000" + key, key, loader) as Promise<T>;
+    return this.load(item, "c\u0000" + key, key, loader, false) as Promise<T>;
   }
 
-  private load(item: HotItem, ck: string, rkey: string, fetch: () => Promise<unknown>): Promise<unknown> {
+  private load(item: HotItem, ck: string, rkey: string, fetch: () => Promise<unknown>, watched = true): Promise<unknown> {
     const now = this.hotSet.clock.now();
-    const e = this.local.get(ck);
-    const flight = this.flights.get(ck);
+    const kb = item.entry.bytes;
+    if (!watched) this.gate.settle(kb, now);
+    const admitted = !watched || this.gate.admit(ck, kb, now);
+    const e = admitted ? this.local.get(ck) : undefined;
+    let flight = this.flights.get(ck);
     if (e !== undefined && (e.expires > now || (flight !== undefined && now < e.expires + this.staleForMs))) {
       if (e.expires > now) this.stats.hits++;
       else this.stats.staleHits++;
       this.count(item);
       return Promise.resolve(e.value);
     }
+    if (watched && !this.gate.beforeFetch(ck, kb, this.db, now)) return fetch(); // strict, unwatched: not cached
+    flight = this.flights.get(ck);
     if (flight !== undefined) {
       this.count(item); // single-flight: this read shares the one in flight
       return flight.promise;
@@ -289,8 +326,10 @@ export class HotCache {
     return this.sharded ? this.client.spublish(channel, payload) : this.client.publish(channel, payload);
   }
 
-  private invalidation(keys: string[]): string {
-    return encodeInvalidation(this.origin, keys.map((k) => keyBytes(k)));
+  private invalidation(keys: string[]): string | Buffer {
+    const body = encodeInvalidation(this.origin, keys.map((k) => keyBytes(k)));
+    const auth = this.auth;
+    return auth ? auth.sign(Buffer.from(body, "utf8")) : body; // apps with the key drop unsigned ones
   }
 
   /**

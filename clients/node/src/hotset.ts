@@ -45,6 +45,7 @@ interface InstanceState {
   final: boolean;
   seen: number;
   keys: Map<string, number>; // key id -> expiry
+  since: Map<string, number>; // key id -> seq of the announcement that made it hot here
 }
 
 /** Map key of (bytes, db): text keys as themselves, binary keys as latin1, per db. */
@@ -131,7 +132,12 @@ export class HotSet {
       const old = st.keys;
       st.keys = new Map();
       this.announce(msg.instance, st, msg, now, turned);
-      for (const id of old.keys()) if (!st.keys.has(id)) this.withdraw(id, now, cooled);
+      for (const id of old.keys()) {
+        if (!st.keys.has(id)) {
+          st.since.delete(id);
+          this.withdraw(id, now, cooled);
+        }
+      }
     } else {
       if (st !== undefined && st.seq !== null && msg.seq <= st.seq) return "stale";
       const gap = st === undefined || st.seq === null || msg.seq !== st.seq + 1;
@@ -140,6 +146,7 @@ export class HotSet {
       this.announce(msg.instance, st, msg, now, turned);
       for (const c of msg.cool) {
         const id = keyId(c.bytes, c.db);
+        st.since.delete(id);
         if (st.keys.delete(id)) this.withdraw(id, now, cooled);
       }
     }
@@ -155,11 +162,32 @@ export class HotSet {
   expire(): number {
     const now = this.clock.now();
     const cooled: Key[] = [];
-    for (const st of this.instances.values()) for (const [id, exp] of st.keys) if (exp <= now) st.keys.delete(id);
+    for (const st of this.instances.values()) {
+      for (const [id, exp] of st.keys) {
+        if (exp <= now) {
+          st.keys.delete(id);
+          st.since.delete(id);
+        }
+      }
+    }
     for (const [id, it] of this.items) if (it.expires <= now) this.withdraw(id, now, cooled);
     this.forgetInstances(now, false);
     this.notify([], cooled);
     return cooled.length;
+  }
+
+  /** [instance, seq of the announcement that made the key hot there] per instance holding
+   * it now, by instance name: what a strict read's guard checks the watch's armed against. */
+  hotSince(bytes: Buffer, db: number): [string, number][] {
+    const id = keyId(bytes, db);
+    const now = this.clock.now();
+    const out: [string, number][] = [];
+    for (const [name, st] of this.instances) {
+      const exp = st.keys.get(id);
+      const seq = st.since.get(id);
+      if (exp !== undefined && exp > now && seq !== undefined) out.push([name, seq]);
+    }
+    return out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 
   clear(): void {
@@ -212,6 +240,7 @@ export class HotSet {
         it.owner = name;
       }
       st.keys.set(id, exp);
+      if (!st.since.has(id)) st.since.set(id, msg.seq);
     }
   }
 
@@ -262,7 +291,7 @@ export class HotSet {
 }
 
 function newState(): InstanceState {
-  return { seq: null, ts: 0, final: false, seen: 0, keys: new Map() };
+  return { seq: null, ts: 0, final: false, seen: 0, keys: new Map(), since: new Map() };
 }
 
 function newerFull(st: InstanceState, msg: Message): boolean {

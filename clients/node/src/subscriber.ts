@@ -55,6 +55,11 @@ export interface SubscriberOptions {
   onInvalidate?: (origin: string, keys: Buffer[]) => void;
   /** called after every (re)connect: anything cached may have missed invalidations */
   onReset?: () => void;
+  /** when set, receives each invalidation's raw payload instead of onInvalidate (a
+   * HotCache checks size, signature and rate itself) */
+  onInvalidationPayload?: (payload: Buffer) => void;
+  /** receives each message of the watch channel (the daemon's heartbeats); unset: not subscribed */
+  onHeartbeat?: (payload: Buffer) => void;
   /**
    * start() rejects with HotkeydUnreachableError after this long without a subscription
    * and a bootstrap (start_timeout_ms of spec/limits.json, 5000)
@@ -117,7 +122,8 @@ export class Subscriber {
     this.sub = sub;
     sub.on("error", () => {}); // reconnects are ioredis' job; errors surface in start()
     const channels = [this.namespace.eventsChannel];
-    if (this.o.onInvalidate) channels.push(this.namespace.invalidateChannel);
+    if (this.o.onInvalidate || this.o.onInvalidationPayload) channels.push(this.namespace.invalidateChannel);
+    if (this.o.onHeartbeat) channels.push(this.namespace.watchChannel);
     sub.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
       this.heard = Date.now();
       void this.handleMessage(channel.toString(), message);
@@ -229,6 +235,15 @@ export class Subscriber {
    * the content are counted, never thrown.
    */
   async handleMessage(channel: string, payload: Buffer): Promise<void> {
+    if (channel === this.namespace.watchChannel) {
+      this.o.onHeartbeat?.(payload);
+      return;
+    }
+    if (channel === this.namespace.invalidateChannel && this.o.onInvalidationPayload) {
+      this.stats.invalidations++;
+      this.o.onInvalidationPayload(payload);
+      return;
+    }
     if (channel === this.namespace.invalidateChannel) {
       try {
         const { origin, keys } = decodeInvalidation(payload);

@@ -24,6 +24,10 @@ export class Namespace {
   get invalidateChannel(): string {
     return `${this.prefix}:invalidate`;
   }
+  /** the daemon's watch heartbeats, one per data node every 100 ms */
+  get watchChannel(): string {
+    return `${this.prefix}:watch`;
+  }
   demandChannel(instance: string): string {
     return `${this.prefix}:demand:${instance}`;
   }

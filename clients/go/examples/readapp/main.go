@@ -41,6 +41,7 @@ func main() {
 	prefix := flag.String("namespace", "hotkeyd", "hotkeyd namespace prefix")
 	seconds := flag.Float64("seconds", 3600, "stop after this long")
 	sharded := flag.Bool("sharded", false, "sharded pub/sub (SSUBSCRIBE/SPUBLISH), as the daemon's --sharded-pubsub")
+	consistency := flag.String("consistency", "available", "available or strict (docs/consistency.md)")
 	flag.Parse()
 
 	var client redis.UniversalClient
@@ -55,7 +56,8 @@ func main() {
 		client = redis.NewClient(opt)
 	}
 	defer client.Close()
-	cache := hotkeyd.NewHotCache(client, hotkeyd.CacheOptions{Namespace: hotkeyd.Namespace{Prefix: *prefix}, Sharded: *sharded})
+	cache := hotkeyd.NewHotCache(client, hotkeyd.CacheOptions{Namespace: hotkeyd.Namespace{Prefix: *prefix}, Sharded: *sharded,
+		Consistency: hotkeyd.Consistency(*consistency)})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	if err := cache.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "start:", err)
@@ -91,7 +93,8 @@ func main() {
 	next := time.Now()
 	end := time.Now().Add(time.Duration(*seconds * float64(time.Second)))
 	lastStats := time.Now()
-	var reads, errs int64
+	var reads, errs, misses int64
+	missing := false
 	last := "\x00none"
 	prevT := 0.0
 	for i := 0; time.Now().Before(end); i++ {
@@ -104,6 +107,15 @@ func main() {
 		v, err := cache.Get(context.Background(), *key)
 		nowT := float64(time.Now().UnixNano()) / 1e6
 		reads++
+		if m := cache.WatchStats().StrictMisses; *consistency == "strict" {
+			// {"event":"source","local":...} when strict mode switches between local copies
+			// and Redis reads (a read strict mode sent to Redis counts a miss)
+			if miss := m > misses; i == 0 || miss != missing {
+				missing = miss
+				emit(map[string]any{"event": "source", "local": !miss})
+			}
+			misses = m
+		}
 		if err != nil && err != redis.Nil {
 			errs++
 		} else {
@@ -122,7 +134,8 @@ func main() {
 			_, hot := cache.HotSet().Get(hotkeyd.Key{Bytes: *key})
 			st := cache.Stats()
 			emit(map[string]any{"event": "stats", "reads": reads, "errors": errs, "hot": hot,
-				"local_hits": st.Hits + st.StaleHits, "demand": cache.DemandStats()})
+				"local_hits": st.Hits + st.StaleHits, "demand": cache.DemandStats(),
+				"lapsed": cache.WatchStats().Lapsed, "strict_misses": cache.WatchStats().StrictMisses})
 		}
 		next = next.Add(interval)
 		if d := time.Until(next); d > 0 {

@@ -83,6 +83,8 @@ public final class HotCache implements AutoCloseable {
   private final AtomicLong demandSeq = new AtomicLong();
   private ScheduledExecutorService demandTimer;
   private volatile boolean closed;
+  private final Watch.Gate gate;
+  private final MessageAuth auth;
 
   private HotCache(Builder b) {
     this.jedis = b.jedis;
@@ -112,8 +114,13 @@ public final class HotCache implements AutoCloseable {
         local.invalidate(key);
       }
     });
+    this.auth = b.auth;
+    this.gate = new Watch.Gate(b.consistency, hotset, clock, b.auth,
+        k -> local.invalidate(new KeyId(k, db)), local::clear);
     subscriber.addInvalidationListener(this::onInvalidation);
+    subscriber.addHeartbeatListener(gate::onHeartbeat);
     subscriber.addResetListener(local::clear);
+    subscriber.addResetListener(gate::reset);
   }
 
   public static Builder builder(UnifiedJedis jedis) {
@@ -139,6 +146,7 @@ public final class HotCache implements AutoCloseable {
     private MessageAuth auth;
     private MessageAuth demandAuth;
     private boolean demandAuthSet;
+    private Consistency consistency = Consistency.AVAILABLE;
 
     private Builder(UnifiedJedis jedis) {
       this.jedis = jedis;
@@ -240,6 +248,15 @@ public final class HotCache implements AutoCloseable {
     public Builder demandAuth(MessageAuth reporterKey) {
       this.demandAuth = reporterKey;
       this.demandAuthSet = true;
+      return this;
+    }
+
+    /**
+     * {@link Consistency#AVAILABLE} (default) or {@link Consistency#STRICT}: whether a copy
+     * is served while the daemon's watch cannot vouch for it (docs/consistency.md).
+     */
+    public Builder consistency(Consistency c) {
+      this.consistency = java.util.Objects.requireNonNull(c, "consistency");
       return this;
     }
 
@@ -351,7 +368,7 @@ public final class HotCache implements AutoCloseable {
       return jedis.get(key);
     }
     LocalCache.Entry f = item.fastText;
-    if (f != null) {
+    if (f != null && gate.quiet()) {
       long now = clock.nanoTime();
       if (f.expiresNanos() - now > 0 && item.expiresNanos - now > 0) {
         local.fastHit(item, GET_S, id);
@@ -369,7 +386,7 @@ public final class HotCache implements AutoCloseable {
       return jedis.get(key);
     }
     LocalCache.Entry f = item.fastBytes;
-    if (f != null) {
+    if (f != null && gate.quiet()) {
       long now = clock.nanoTime();
       if (f.expiresNanos() - now > 0 && item.expiresNanos - now > 0) {
         local.fastHit(item, GET_B, id);
@@ -447,13 +464,33 @@ public final class HotCache implements AutoCloseable {
     if (item == null) {
       return loader.get();
     }
-    return hotRead(item, new LocalCache.CacheKey(CACHED, id, null), loader);
+    return hotRead(item, new LocalCache.CacheKey(CACHED, id, null), loader, false);
   }
 
   private <T> T hotRead(HotItem item, LocalCache.CacheKey ck, Supplier<T> read) {
+    return hotRead(item, ck, read, true);
+  }
+
+  private <T> T hotRead(HotItem item, LocalCache.CacheKey ck, Supplier<T> read, boolean watched) {
     long now = clock.nanoTime();
     if (item.expiresNanos - now <= 0) {
       return read.get(); // announced, but its TTL ran out: cold
+    }
+    if (!watched) {
+      gate.settle(ck.id(), now);
+    } else if (!gate.quiet()) {
+      if (gate.admit(ck, now)) {
+        LocalCache.Entry e = local.fresh(ck, now);
+        if (e != null) {
+          item.localReads.increment();
+          @SuppressWarnings("unchecked")
+          T v = (T) e.value();
+          return v;
+        }
+      }
+      if (!gate.beforeFetch(ck, now)) {
+        return read.get(); // strict, and the watch does not vouch: from Redis, not cached
+      }
     }
     return local.load(ck, read, ttlNanos(item), item.localReads, now);
   }
@@ -484,7 +521,12 @@ public final class HotCache implements AutoCloseable {
       HotItem item = hot.get(ids.get(i));
       if (item != null && item.expiresNanos - now > 0) {
         LocalCache.CacheKey ck = new LocalCache.CacheKey(kind, ids.get(i), null);
-        LocalCache.Entry e = local.fresh(ck, now);
+        boolean quiet = gate.quiet();
+        LocalCache.Entry e = quiet || gate.admit(ck, now) ? local.fresh(ck, now) : null;
+        if (e == null && !quiet && !gate.beforeFetch(ck, now)) {
+          need[nNeed++] = i; // strict, unwatched: from Redis, not cached
+          continue;
+        }
         if (e == null) {
           LocalCache.Begun b = local.begin(ck);
           if (b.leads()) {
@@ -647,7 +689,7 @@ public final class HotCache implements AutoCloseable {
             Response<T> r = piped.apply(p);
             p.sendCommand(namespace.sharded() ? Protocol.Command.SPUBLISH : Protocol.Command.PUBLISH,
                 invalidateChannelBytes,
-                Invalidation.encode(origin, Arrays.asList(keys)));
+                invalidation(keys));
             p.sync();
             return r.get();
           }
@@ -672,7 +714,23 @@ public final class HotCache implements AutoCloseable {
   }
 
   private void publishInvalidation(byte[][] keys) {
-    publish(invalidateChannelBytes, Invalidation.encode(origin, Arrays.asList(keys)));
+    publish(invalidateChannelBytes, invalidation(keys));
+  }
+
+  /** The invalidation of {@code keys}, signed with auth (apps with the key drop unsigned ones). */
+  private byte[] invalidation(byte[][] keys) {
+    byte[] p = Invalidation.encode(origin, Arrays.asList(keys));
+    return auth == null ? p : auth.sign(p);
+  }
+
+  /** What the daemon's watch did for this cache, and the invalidation intake's counters. */
+  public WatchStats watchStats() {
+    return gate.stats();
+  }
+
+  /** AVAILABLE or STRICT. */
+  public Consistency consistency() {
+    return gate.strict ? Consistency.STRICT : Consistency.AVAILABLE;
   }
 
   /** PUBLISH, or SPUBLISH when the deployment uses sharded pub/sub. */
@@ -703,18 +761,11 @@ public final class HotCache implements AutoCloseable {
   // ----------------------------------------------------------- invalidations
 
   private void onInvalidation(byte[] payload) {
-    Invalidation.Payload p;
-    try {
-      p = Invalidation.decode(payload);
-    } catch (WireException e) {
+    if (!gate.onInvalidation(payload)) {
       stats.badInvalidations.increment();
       if (Long.bitCount(stats.badInvalidations.sum()) == 1) {
-        LOG.warn("bad invalidation message: {}", e.getMessage());
+        LOG.warn("dropped an oversized, unsigned or malformed invalidation");
       }
-      return;
-    }
-    for (byte[] k : p.keys()) {
-      local.invalidate(new KeyId(k, db));
     }
   }
 

@@ -44,6 +44,7 @@ public final class HotSet {
     boolean finalMsg;
     long seenNanos;
     Map<KeyId, Long> keys = new HashMap<>();
+    Map<KeyId, Long> since = new HashMap<>(); // the seq of the announcement that made it hot
   }
 
   public HotSet(Clock clock, int maxKeys) {
@@ -167,6 +168,7 @@ public final class HotSet {
         announce(st, msg, now, turnedHot);
         for (KeyId k : old.keySet()) {
           if (!st.keys.containsKey(k)) {
+            st.since.remove(k);
             withdraw(k, now, cooled);
           }
         }
@@ -184,6 +186,7 @@ public final class HotSet {
         }
         announce(st, msg, now, turnedHot);
         for (KeyId c : msg.cool()) {
+          st.since.remove(c);
           if (st.keys.remove(c) != null) {
             withdraw(c, now, cooled);
           }
@@ -213,6 +216,7 @@ public final class HotSet {
     synchronized (this) {
       for (Instance st : instances.values()) {
         st.keys.values().removeIf(exp -> exp - now <= 0);
+        st.since.keySet().retainAll(st.keys.keySet());
       }
       for (Map.Entry<KeyId, HotItem> e : items.entrySet()) {
         if (e.getValue().expiresNanos - now <= 0) {
@@ -264,7 +268,26 @@ public final class HotSet {
         item.expiresNanos = item.expiresNanos - now > 0 ? Math.max(item.expiresNanos, exp) : exp;
       }
       st.keys.put(h.id(), exp);
+      st.since.putIfAbsent(h.id(), msg.seq());
     }
+  }
+
+  /**
+   * (instance, seq of the announcement that made {@code id} hot there) per instance holding it
+   * now, by instance name: what a strict read's guard checks the watch's armed against.
+   */
+  synchronized List<Map.Entry<String, Long>> hotSince(KeyId id) {
+    long now = clock.nanoTime();
+    List<Map.Entry<String, Long>> out = new ArrayList<>();
+    for (Map.Entry<String, Instance> e : instances.entrySet()) {
+      Long exp = e.getValue().keys.get(id);
+      Long seq = e.getValue().since.get(id);
+      if (exp != null && exp - now > 0 && seq != null) {
+        out.add(Map.entry(e.getKey(), seq));
+      }
+    }
+    out.sort(Map.Entry.comparingByKey());
+    return out;
   }
 
   /** {@code key} lost one instance's claim: keep it while another still holds it. */

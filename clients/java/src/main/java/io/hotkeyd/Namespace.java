@@ -51,6 +51,11 @@ public record Namespace(String prefix, String channelOverride, boolean sharded) 
     return prefix + ":invalidate";
   }
 
+  /** The daemon's watch heartbeats, one per data node every 100 ms (docs/consistency.md). */
+  public String watchChannel() {
+    return prefix + ":watch";
+  }
+
   /** The demand-report channel of a daemon instance: {@code P:demand:<instance>}. */
   public String demandChannel(String instance) {
     return prefix + ":demand:" + instance;

@@ -66,6 +66,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private final CountDownLatch stopLatch = new CountDownLatch(1);
   private final byte[] eventsChannel;
   private final byte[] invalidateChannel;
+  private final byte[] watchChannel;
   private volatile PubSub pubsub;
   private volatile boolean connected;
   private volatile RedisAccessException error;
@@ -90,6 +91,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     }
     this.eventsChannel = namespace.channel().getBytes(StandardCharsets.UTF_8);
     this.invalidateChannel = namespace.invalidateChannel().getBytes(StandardCharsets.UTF_8);
+    this.watchChannel = namespace.watchChannel().getBytes(StandardCharsets.UTF_8);
     setAuth(b.auth);
   }
 
@@ -326,7 +328,9 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
         if (!sharded) {
           ps = new PubSub();
           pubsub = ps;
-          jedis.subscribe(ps, eventsChannel, invalidateChannel); // blocks until unsubscribed
+          // blocks until unsubscribed; with sharded pub/sub the heartbeats are not followed
+          // (strict mode then reads Redis): docs/consistency.md
+          jedis.subscribe(ps, eventsChannel, invalidateChannel, watchChannel);
         } else {
           sps = new ShardedPubSub(events, backoff);
           shardedSubs.add(sps);
@@ -379,8 +383,8 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   /** Redis refused us: record why, log it once, and stop (retrying cannot fix it). */
   private void stop(Throwable refusal) {
     error = new RedisAccessException("Redis refused the hotkeyd subscriber: " + refusal.getMessage()
-        + " (check the password and the ACL: SUBSCRIBE on " + namespace.channel() + " and "
-        + namespace.invalidateChannel() + ", ZRANGEBYSCORE on " + namespace.instances() + ", MGET on the snapshots)",
+        + " (check the password and the ACL: SUBSCRIBE on " + namespace.channel() + ", "
+        + namespace.invalidateChannel() + " and " + namespace.watchChannel() + ", ZRANGEBYSCORE on " + namespace.instances() + ", MGET on the snapshots)",
         refusal);
     LOG.error("hotkeyd subscriber stopped: {}", error.getMessage());
     stopped.set(true);
@@ -525,7 +529,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     @Override
     public void onSubscribe(byte[] channel, int subscribedChannels) {
       heard();
-      if (++confirmed == 2) {
+      if (++confirmed == 3) { // events, invalidate, watch
         bootstrapFailure = bootstrapOrFailure(true, backoff);
         if (bootstrapFailure != null) {
           unsubscribe();
@@ -582,6 +586,10 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   }
 
   private void onData(byte[] channel, byte[] message) {
+    if (Arrays.equals(channel, watchChannel)) {
+      onHeartbeat(message);
+      return;
+    }
     if (!Arrays.equals(channel, eventsChannel)) {
       onInvalidation(message);
       return;

@@ -20,6 +20,7 @@ public class SubscriberCore {
   protected final SubscriberStats stats = new SubscriberStats();
   private final List<Consumer<byte[]>> invalidationListeners = new CopyOnWriteArrayList<>();
   private final List<Runnable> resetListeners = new CopyOnWriteArrayList<>();
+  private final List<Consumer<byte[]>> heartbeatListeners = new CopyOnWriteArrayList<>();
 
   private final SnapshotStore snapshots;
   private final double staleAfterSeconds;
@@ -146,6 +147,21 @@ public class SubscriberCore {
   /** {@code fn(payload)} for each message on the invalidation channel. */
   public void addInvalidationListener(Consumer<byte[]> fn) {
     invalidationListeners.add(fn);
+  }
+
+  /** {@code fn(payload)} for each message on the watch channel (the daemon's heartbeats). */
+  public void addHeartbeatListener(Consumer<byte[]> fn) {
+    heartbeatListeners.add(fn);
+  }
+
+  public void onHeartbeat(byte[] payload) {
+    for (Consumer<byte[]> fn : heartbeatListeners) {
+      try {
+        fn.accept(payload);
+      } catch (RuntimeException e) {
+        LOG.error("heartbeat listener {} failed", fn, e);
+      }
+    }
   }
 
   /** {@code fn()} after every (re)subscription: invalidations may have been missed. */

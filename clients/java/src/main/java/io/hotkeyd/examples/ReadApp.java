@@ -3,6 +3,7 @@ package io.hotkeyd.examples;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.hotkeyd.CacheStats;
+import io.hotkeyd.Consistency;
 import io.hotkeyd.HotCache;
 import io.hotkeyd.KeyId;
 import io.hotkeyd.Namespace;
@@ -48,7 +49,7 @@ public final class ReadApp {
   public static void main(String[] argv) throws Exception {
     Map<String, String> a = new HashMap<>(Map.of("--url", "", "--cluster", "", "--key",
         "product:1", "--rate", "1000", "--cold-keys", "0", "--namespace", "hotkeyd",
-        "--seconds", "3600"));
+        "--seconds", "3600", "--consistency", "available"));
     boolean sharded = false;
     for (int i = 0; i < argv.length; i += 2) {
       if (argv[i].equals("--sharded")) { // a flag: sharded pub/sub, as --sharded-pubsub
@@ -59,6 +60,7 @@ public final class ReadApp {
       }
     }
     String key = a.get("--key");
+    boolean strict = a.get("--consistency").equals("strict");
     double rate = Double.parseDouble(a.get("--rate"));
     int coldKeys = Integer.parseInt(a.get("--cold-keys"));
     double seconds = Double.parseDouble(a.get("--seconds"));
@@ -79,7 +81,8 @@ public final class ReadApp {
     try (jedis;
         HotCache cache = HotCache.builder(jedis)
             .namespace(Namespace.of(a.get("--namespace")).withSharded(sharded))
-            .db(db).build().start()) {
+            .db(db).consistency(strict ? Consistency.STRICT : Consistency.AVAILABLE)
+            .build().start()) {
       emit(event("ready").put("lang", "java"));
       Thread commands = new Thread(() -> {
         try (BufferedReader in = new BufferedReader(
@@ -109,9 +112,20 @@ public final class ReadApp {
       String last = "\\0never";
       double prevT = 0;
       KeyId id = KeyId.of(key, db);
+      long misses = 0;
+      boolean missing = false;
       for (long i = 0; commands.isAlive() && System.nanoTime() < end; i++) {
         try {
           String v = cache.get(key);
+          if (strict) { // {"event":"source","local":...} when strict mode switches to/from Redis
+            long m = cache.watchStats().strictMisses();
+            boolean miss = m > misses;
+            if (i == 0 || miss != missing) {
+              emit(event("source").put("local", !miss));
+            }
+            missing = miss;
+            misses = m;
+          }
           java.time.Instant n = java.time.Instant.now();
           double nowT = n.getEpochSecond() * 1000.0 + n.getNano() / 1e6;
           if (!Objects.equals(v, last)) {
@@ -137,7 +151,9 @@ public final class ReadApp {
           CacheStats st = cache.stats();
           emit(event("stats").put("reads", reads).put("errors", errors)
               .put("hot", cache.hotset().isHot(id))
-              .put("local_hits", st.hits.sum() + st.staleHits.sum()));
+              .put("local_hits", st.hits.sum() + st.staleHits.sum())
+              .put("lapsed", cache.watchStats().lapsed())
+              .put("strict_misses", cache.watchStats().strictMisses()));
         }
         next += interval;
         long d = next - System.nanoTime();
