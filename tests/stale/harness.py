@@ -28,6 +28,7 @@ the Redis reads of hot keys beyond one re-read per app per write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -39,7 +40,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,7 @@ class Writers:
                 nxt = time.monotonic()
         if cli is not None:
             cli.kill()
-            cli.wait(5)
+            cli.communicate(timeout=5)  # reaps it and closes its pipes
         plain.close()
 
     def stop(self) -> None:
@@ -335,10 +336,8 @@ class Topology:
             used = int(r.info("memory")["used_memory"])
             r.config_set("maxmemory", max(1, used - 64))
             t0 = mono()
-            try:
+            with contextlib.suppress(redis.ResponseError):  # OOM: nothing volatile was left
                 r.set("stale:evict:trigger", "x")  # a write: Redis evicts before running it
-            except redis.ResponseError:
-                pass  # OOM: nothing volatile was left to evict
             t1 = mono()
             r.config_set("maxmemory", 0)
             gone = not r.exists(key)
@@ -421,7 +420,9 @@ class Timeline:
         for f in faults:
             steps.append((t, f"fault:{f}", "direct"))
             t += fault_len
-        return cls(seconds=t, steps=steps, flash=(warm + 2.0, warm + 2.0 + 0.35 * quiet * len(kinds)))
+        return cls(
+            seconds=t, steps=steps, flash=(warm + 2.0, warm + 2.0 + 0.35 * quiet * len(kinds))
+        )
 
 
 @dataclass
@@ -440,11 +441,12 @@ class RunResult:
 
 def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
         langs: tuple[str, ...] = LANGS, mode: str = "available",
-        kinds: tuple[str, ...] = QUIET_KINDS, faults: tuple[str, ...] | None = None) -> RunResult:  # fmt: skip
+        kinds: tuple[str, ...] = QUIET_KINDS, faults: tuple[str, ...] | None = None,
+        sharded: bool = False) -> RunResult:  # fmt: skip
     """One harness run (see the module docstring); the analysis is :class:`Report`'s."""
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(topology))
-        ns = Namespace(f"stale-{unique}")
+        ns = Namespace(f"stale-{unique}", sharded=sharded)  # sharded: SPUBLISH/SSUBSCRIBE
         keys = pick_keys(topo, unique)
         seed = topo.client()
         for k in keys:
@@ -462,7 +464,8 @@ def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
         f1 = start_at + int(plan.flash[1] * 1e9)
         args = [*topo.app_args(), "--keys", ",".join(keys[:-1]),
                 "--flash", f"{keys[-1]},{f0},{f1}", "--rate", str(rate), "--cold-keys", "50",
-                "--namespace", ns.prefix, "--mode", mode]  # fmt: skip
+                "--namespace", ns.prefix, "--mode", mode,
+                *(["--sharded"] if sharded else [])]  # fmt: skip
         readers: list[Reader] = []
         for lang in langs:  # one at a time: a failed start still stops the others
             r = Reader(lang, tmp, args)

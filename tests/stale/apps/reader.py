@@ -90,9 +90,8 @@ def main() -> None:
     while not stop.is_set():
         t = mono()
         idx = i % (len(keys) + 1)
-        if idx == len(keys):
-            if not (flash and f0 <= t < f1):
-                idx = i % len(keys)
+        if idx == len(keys) and not (flash and f0 <= t < f1):
+            idx = i % len(keys)
         key = flash if idx == len(keys) else keys[idx]
         before = st.hits + st.stale_hits
         try:
