@@ -17,7 +17,7 @@ import pytest
 
 from .harness import TTL, Report, have, run
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
 READS = int(os.environ.get("HOTKEYD_STALE_READS", "100000"))  # per language
 RATE = 1700.0  # reads/s per app
