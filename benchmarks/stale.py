@@ -1,7 +1,7 @@
 """The stale-read harness's long run (issue 25): 10^6 reads per language and topology.
 
     python benchmarks/stale.py [--reads 1000000] [--rate 1700] [--topology single|cluster|both]
-                               [--langs python,go,java,node] [--mode available]
+                               [--langs python,go,java,node] [--mode available] [--keep DIR]
 
 Runs ``tests/stale/harness.py`` (the read apps of every language at once, every writer
 kind on a quiet system, then the faults) with a timeline stretched to the read count,
@@ -70,14 +70,17 @@ def main() -> int:
     ap.add_argument("--topology", choices=["single", "cluster", "both"], default="both")
     ap.add_argument("--langs", default=",".join(LANGS))
     ap.add_argument("--mode", choices=["available", "strict"], default="available")
+    ap.add_argument("--keep", default="", help="keep the read and write logs in this folder")
     a = ap.parse_args()
     bound = TTL if a.mode == "available" else STRICT_LEASE
     langs = tuple(a.langs.split(","))
     all_ok = True
     for topo in ["single", "cluster"] if a.topology == "both" else [a.topology]:
         t0 = time.time()
-        with tempfile.TemporaryDirectory(prefix="stale-") as tmp:
-            res = run(topo, Path(tmp), uuid.uuid4().hex[:10], seconds=1.1 * a.reads / a.rate,
+        with tempfile.TemporaryDirectory(prefix="stale-") as scratch:
+            tmp = Path(a.keep) / topo if a.keep else Path(scratch)
+            tmp.mkdir(parents=True, exist_ok=True)
+            res = run(topo, tmp, uuid.uuid4().hex[:10], seconds=1.1 * a.reads / a.rate,
                       rate=a.rate, langs=langs, mode=a.mode)  # fmt: skip
             rep = Report(res)
         print(f"## {topo}, mode {a.mode}, {a.reads} reads per language at {a.rate:g}/s "
