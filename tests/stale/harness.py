@@ -77,8 +77,17 @@ def mono() -> int:
 # ---------------------------------------------------------------- the read apps
 
 
+_readers: dict[str, list[str]] = {}
+
+
 def reader_command(lang: str, tmp: Path) -> list[str]:
     """The command that starts ``lang``'s stale-read app (built once per session)."""
+    if lang not in _readers:
+        _readers[lang] = _build_reader(lang, tmp)
+    return _readers[lang]
+
+
+def _build_reader(lang: str, tmp: Path) -> list[str]:
     if lang == "python":
         return [sys.executable, str(APPS / "reader.py")]
     if lang == "go":
