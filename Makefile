@@ -203,9 +203,10 @@ $(ASAN_TREE)/.built: $(PY) $(wildcard native/*.c native/*.h) setup.py $(shell fi
 
 # tests/sketch/test_leak.py measures RSS: ASan keeps freed memory in quarantine (256 MB), so
 # RSS grows by design there; it runs in the normal build (make test's pytest) instead.
-test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23); output in tests/faults/test-long.txt
+test-long: $(PY)    ## long soaks (the 60 s demand-path rows of issue 23; the 10^6-read stale-read runs, ~25 min); output committed
 	HOTKEYD_SOAK_SECONDS=60 $(PY) -m pytest -v -p no:cacheprovider tests/faults/test_demand_rows.py \
 	  2>&1 | tee tests/faults/test-long.txt
+	$(PY) benchmarks/stale.py --reads 1000000 2>/dev/null | tee benchmarks/results/stale.txt
 
 asan: $(ASAN_TREE)/.built   ## sketch + parser tests and the fuzz corpus (MONITOR, trace, sketch lines, decoders) on the ASan/UBSan build (~2 min)
 	cd $(ASAN_TREE) && $(SAN_ENV) $(abspath $(PY)) -m pytest -q -p no:cacheprovider \

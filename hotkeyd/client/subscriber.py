@@ -507,7 +507,15 @@ class Subscriber(SubscriberCore):
 
     def _get(self, ps: Any, timeout: float) -> Any:
         if self.namespace.sharded and hasattr(ps, "get_sharded_message"):  # cluster
-            return ps.get_sharded_message(timeout=timeout)
+            # One pub/sub per shard, polled in turn, one message per call: a blocking poll
+            # waited ``timeout`` on each quiet shard before the busy one, so invalidations
+            # queued faster than they were read (a copy served until its TTL). Take what
+            # any shard has first, then wait at most ``timeout`` in all.
+            m = ps.get_sharded_message(timeout=0.0)
+            if m is None:
+                shards = max(1, len(getattr(ps, "node_pubsub_mapping", ())))
+                m = ps.get_sharded_message(timeout=timeout / shards)
+            return m
         return ps.get_message(timeout=timeout)
 
     def _await_subscribed(self, ps: Any) -> None:

@@ -36,7 +36,7 @@ from redis.retry import Retry
 
 from hotkeyd.client.invalidation import encode_invalidation
 from hotkeyd.conn.cluster import publish_command
-from hotkeyd.conn.redis import client_from_url, parse_redis_url
+from hotkeyd.conn.redis import client_from_url, open_client, parse_redis_url
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.wire import Namespace
@@ -97,19 +97,31 @@ class _Bus:
     """Publishes invalidations and heartbeats on the bus Redis (thread-safe: a pool)."""
 
     def __init__(self, url: str, namespace: Namespace, auth: MessageAuth | None) -> None:
-        self.client = client_from_url(url, socket_timeout=2.0)
+        self.url = url
+        self.client: Any = None if namespace.sharded else client_from_url(url, socket_timeout=2.0)
         self.namespace = namespace
         self.auth = auth
         self.cmd = publish_command(namespace.sharded)
         self.warn = RateLimitedLog(logger)
+        self._lock = threading.Lock()
+
+    def _client(self) -> Any:
+        # SPUBLISH must reach the shard that owns the channel's slot: on a cluster bus that
+        # takes a cluster client (a plain one to the URL's node got MOVED whenever the
+        # channel hashed elsewhere: invalidations lost in 2 namespaces of 3). Opened on
+        # first use, since asking whether the node is in a cluster is I/O.
+        with self._lock:
+            if self.client is None:
+                self.client = open_client(self.url, socket_timeout=2.0)
+            return self.client
 
     def send(self, channel: str, body: bytes) -> bool:
         if self.auth is not None:
             body = self.auth.sign(body)
         try:
-            self.client.execute_command(self.cmd, channel, body)
+            self._client().execute_command(self.cmd, channel, body)
             return True
-        except redis.RedisError as exc:
+        except (redis.RedisError, OSError) as exc:
             self.warn(logging.WARNING, "watch: publishing on %s failed: %s", channel, exc)
             return False
 
@@ -535,7 +547,8 @@ class Watch:
     def close(self, timeout: float = 2.0) -> None:
         for n in self.nodes:
             n.close(timeout)
-        self.bus.client.close()
+        if self.bus.client is not None:
+            self.bus.client.close()
 
 
 def _node_url(url: str, host: str, port: int) -> str:

@@ -205,12 +205,13 @@ def test_sharded_pubsub_on_redis_cluster(
     primaries = [redis.Redis(port=p) for p in cluster.ports[: cluster.primaries]]
     seeds = ",".join(f"127.0.0.1:{p}" for p in cluster.ports[: cluster.primaries])
     watcher = SdkWatcher(rc, ns)
-    # Java's sharded pub/sub is tested by its own suite (HotCacheTest.shardedPubSubOnOneNode,
-    # ClusterTest.shardedPubSubOnACluster). With a Java app in this scenario, Node kept Go's
-    # old value until its TTL (never saw that invalidation) in ~1 of 3 runs, never without
-    # Java in 4+ runs: an open problem, not yet understood, so Java stays out of this one.
+    # With a Java app here, Node kept Go's old value until its TTL in ~1 of 3 runs. After
+    # the two sharded pub/sub fixes the stale-read harness led to (the watch's SPUBLISH
+    # through a cluster client; the Python subscriber's shard polling), 6 of 6 runs with
+    # Java passed (old value served at most 41 ms after a write); which of them caused
+    # that miss is not proven, so a recurrence is worth a look at tests/stale first.
     _scenario(tmp_path, ns, key, f"redis-monitor://127.0.0.1:{cluster.ports[0]}", cluster.url,
-              primaries, ["--cluster", seeds, "--sharded"], langs=["python", "go", "node"],
+              primaries, ["--cluster", seeds, "--sharded"], langs=LANGS,
               watcher=watcher)  # fmt: skip
     rc.close()
     for p in primaries:
