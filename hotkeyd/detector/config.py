@@ -80,6 +80,9 @@ class DetectorConfig:
         sketch: sketch kind for ``hotkeyd.sketch.new_sketch``.
         seed: sketch hash seed.
         max_key_len: longest key in bytes; longer ones are counted as oversized.
+        adapt_keys: when ``k`` keys of the length seen need more than half a sub-window
+            sketch, its key store takes bytes from its table (``adapt_keys`` of the
+            sketch; ``hotkeyd/detector/sizing.py``). False: the store stops at half.
         top_n: default number of entries of :meth:`Detector.top`.
         max_lag: seconds an event-time source may lag behind the wall clock; older
             events are skipped and counted, and the source's watermark jumps ahead.
@@ -100,6 +103,9 @@ class DetectorConfig:
     sketch: str = setting("heavykeeper", "Top-K sketch algorithm.", choices=SKETCH_KINDS)
     seed: int = setting(0, "Sketch hash seed.", lo=0, hi=(1 << 64) - 1)
     max_key_len: int = setting(1024, "Longer keys are rejected and counted.", lo=1, hi=1 << 20)
+    adapt_keys: bool = setting(
+        True, "Long keys: the sketch's key store may take bytes from its table."
+    )
     top_n: int = setting(100, "Entries of the top-keys view.", lo=1, hi=1_000_000)
     max_lag: float = setting(
         DEFAULT_MAX_LAG,
@@ -141,6 +147,10 @@ class DetectorConfig:
 
 def _check(name: str, v: object, default: object, meta: Mapping[str, Any]) -> None:
     """Type and bounds of one declared setting; a :class:`ConfigError` names it."""
+    if isinstance(default, bool):
+        if not isinstance(v, bool):
+            raise ConfigError(f"detector {name} must be true or false, got {v!r}")
+        return
     choices = meta.get("choices")
     if choices is not None:
         if v not in choices:

@@ -86,6 +86,7 @@ def _default_factory(config: DetectorConfig, memory: int) -> _Maker:
                 seed=config.seed,
                 max_key_len=config.max_key_len,
                 key_bytes=key_bytes,
+                adapt_keys=config.adapt_keys,  # only the automatic split (None) adapts
             )
         except (SketchError, ValueError, TypeError) as exc:
             raise ConfigError(
@@ -155,8 +156,9 @@ class Detector:
             rmem, wmem = config.memory // slots, _write_memory(config, slots)
             rmake, wmake = _default_factory(config, rmem), _default_factory(config, wmem)
             self._factory, self._wfactory = rmake, wmake
-            self._renew = KeySizer(rmake, config.k, rmem, config.max_key_len, self._log).renew
-            self._wrenew = KeySizer(wmake, config.k, wmem, config.max_key_len, self._log).renew
+            ml, adapt = config.max_key_len, config.adapt_keys
+            self._renew = KeySizer(rmake, config.k, rmem, ml, self._log, adapt=adapt).renew
+            self._wrenew = KeySizer(wmake, config.k, wmem, ml, self._log, adapt=adapt).renew
         else:
             self._factory = self._wfactory = sketch_factory
         self._served = ServedRing(self._n)
