@@ -330,6 +330,8 @@ def test_config_validation() -> None:
         {"max_key_len": 0},
         {"window": float("nan")},
         {"sketch": ""},
+        {"adapt_keys": 1},
+        {"adapt_keys": "false"},
     ):
         with pytest.raises(ConfigError):
             DetectorConfig(**bad)
