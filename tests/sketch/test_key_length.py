@@ -247,7 +247,7 @@ def test_key_store_adapts_to_long_keys(native_mod: Any, ids: list[int]) -> None:
 
 
 def test_key_store_grows_only_when_it_must(cls: Any) -> None:
-    """Off by default (the daemon sizes its sketches itself: hotkeyd/detector/sizing.py);
+    """Off by default for the class (the detector turns it on: hotkeyd/detector/sizing.py);
     short keys never take from the table; an explicit key_bytes is kept."""
     off = cls(k=100, memory=65536)
     w = off.width
