@@ -111,10 +111,10 @@ def _build_reader(lang: str, tmp: Path) -> list[str]:
 class Reader:
     """One read app process and its read log."""
 
-    def __init__(self, lang: str, tmp: Path, args: list[str]) -> None:
-        self.lang = lang
-        self.log = tmp / f"reads-{lang}.log"
-        self.err = (tmp / f"reader-{lang}.err").open("w")
+    def __init__(self, lang: str, tmp: Path, args: list[str], name: str = "") -> None:
+        self.lang = name or lang  # the report's name: "go", or "go/strict" for a second app
+        self.log = tmp / f"reads-{self.lang.replace('/', '-')}.log"
+        self.err = (tmp / f"reader-{self.lang.replace('/', '-')}.err").open("w")
         self.proc = subprocess.Popen(
             [*reader_command(lang, tmp), *args, "--log", str(self.log)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
@@ -451,8 +451,11 @@ class RunResult:
 def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
         langs: tuple[str, ...] = LANGS, mode: str = "available",
         kinds: tuple[str, ...] = QUIET_KINDS, faults: tuple[str, ...] | None = None,
-        sharded: bool = False) -> RunResult:  # fmt: skip
-    """One harness run (see the module docstring); the analysis is :class:`Report`'s."""
+        sharded: bool = False, strict_rate: float = 0.0) -> RunResult:  # fmt: skip
+    """One harness run (see the module docstring); the analysis is :class:`Report`'s.
+
+    ``strict_rate`` > 0: a second app per language, in strict mode at that read rate, on
+    the same topology and timeline (named ``<lang>/strict`` in the report)."""
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(topology))
         ns = Namespace(f"stale-{unique}", sharded=sharded)  # sharded: SPUBLISH/SSUBSCRIBE
@@ -476,8 +479,14 @@ def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
                 "--namespace", ns.prefix, "--mode", mode,
                 *(["--sharded"] if sharded else [])]  # fmt: skip
         readers: list[Reader] = []
-        for lang in langs:  # one at a time: a failed start still stops the others
-            r = Reader(lang, tmp, args)
+        apps = [(lang, "", args) for lang in langs]
+        if strict_rate > 0:
+            sargs = [*args[: args.index("--rate")], "--rate", str(strict_rate), "--cold-keys",
+                     "0", "--namespace", ns.prefix, "--mode", "strict"]  # fmt: skip
+            sargs += ["--sharded"] if sharded else []
+            apps += [(lang, f"{lang}/strict", sargs) for lang in langs]
+        for lang, name, a in apps:  # one at a time: a failed start still stops the others
+            r = Reader(lang, tmp, a, name)
             readers.append(r)
             stack.callback(r.kill)
         for r in readers:
@@ -563,6 +572,7 @@ class LangStats:
     stale: int = 0
     worst: float = 0.0  # s
     worst_by_kind: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    worst_by_phase: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     stale_by_kind: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     local: int = 0
     hot_reads: int = 0  # reads of the steady hot keys in the quiet sdk/direct phases
@@ -610,6 +620,7 @@ class Report:
                     st.stale_by_kind[nw.kind] += 1
                     st.worst = max(st.worst, s)
                     st.worst_by_kind[nw.kind] = max(st.worst_by_kind[nw.kind], s)
+                    st.worst_by_phase[nw.phase] = max(st.worst_by_phase[nw.phase], s)
                 d = last_ts[k]
                 if t0 > d.get(g, 0):
                     d[g] = t0
@@ -645,8 +656,15 @@ class Report:
                 phase = ph
         return phase
 
-    def worst(self) -> float:
-        return max((s.worst for s in self.langs.values()), default=0.0)
+    def worst(self, strict: bool | None = None) -> float:
+        """The worst staleness of every app (``strict``: of the strict apps, or the others)."""
+        return max((s.worst for lang, s in self.langs.items()
+                    if strict is None or strict == lang.endswith("/strict")), default=0.0)  # fmt: skip
+
+    def worst_in(self, phases: tuple[str, ...], strict: bool) -> float:
+        """The worst staleness caused by a write made during one of ``phases``."""
+        return max((s.worst_by_phase.get(ph, 0.0) for lang, s in self.langs.items()
+                    for ph in phases if strict == lang.endswith("/strict")), default=0.0)  # fmt: skip
 
     def lags(self, kinds: tuple[str, ...]) -> list[float]:
         return [x for s in self.langs.values() for k in kinds for x in s.lags.get(k, [])]
@@ -660,7 +678,7 @@ class Report:
             share = s.local / max(1, s.reads)
             excess = s.hot_redis_excess
             out.append(
-                f"  {lang:6} reads {s.reads:>8}  stale {s.stale:>5}  worst {s.worst * 1000:8.1f} ms  "
+                f"  {lang:13} reads {s.reads:>8}  stale {s.stale:>5}  worst {s.worst * 1000:8.1f} ms  "
                 f"local {share:6.2%}  Redis reads of hot keys (quiet) {s.hot_redis}/{s.hot_reads}"
                 f" = {s.hot_redis / max(1, s.hot_reads):.3%}, beyond 1 per write "
                 f"{max(0, excess) / max(1, s.hot_reads):.3%}  absent {s.absent}"
@@ -673,6 +691,10 @@ class Report:
                     f"n={len(lags):>4} p99 {_pct(lags, 0.99) * 1000:7.1f} ms p99.9 "
                     f"{_pct(lags, 0.999) * 1000:7.1f} ms max {max(lags, default=0) * 1000:7.1f} ms"
                 )
+            faults = {ph: w for ph, w in s.worst_by_phase.items() if ph.startswith("fault:")}
+            if faults:
+                out.append("      writes during faults, worst: " + ", ".join(
+                    f"{ph[6:]} {w * 1000:.1f} ms" for ph, w in sorted(faults.items())))  # fmt: skip
         for name, kinds in (("direct (direct/cli/lua)", DIRECT_KINDS), ("sdk", ("sdk",))):
             lags = self.lags(kinds)
             out.append(
