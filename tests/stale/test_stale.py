@@ -24,7 +24,7 @@ READS = int(os.environ.get("HOTKEYD_STALE_READS", "100000"))  # per language
 RATE = 1700.0  # reads/s per app
 SLACK = 1.0  # s over the TTL: a loaded CI box delays a refresh
 VISIBLE = 0.25  # s: a generous bound on p99 write visibility (the targets are 10 / 5 ms)
-STRICT_RATE = 400.0  # reads/s per strict app (a second app per language, single node)
+STRICT_RATE = 250.0  # reads/s per strict app (a second app per language, single node)
 STRICT_SLACK = 0.2  # s over the 300 ms lease: a loaded CI box delays the apps' clock checks
 WATCH_FAULTS = ("fault:kill-watch", "fault:daemon-kill")  # the faults strict mode bounds
 
