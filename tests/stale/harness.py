@@ -17,7 +17,8 @@ quiet system (``sdk``: a Python HotCache's ``set``; ``direct``: a plain redis-py
 ``SET PX 50``, the key expires between writes; ``evict``: single node only, the key is
 evicted under ``maxmemory``), then faults during writes: the watch connection killed
 (``CLIENT KILL``), a primary frozen (``DEBUG SLEEP 2``), a ``CLUSTER FAILOVER`` (cluster),
-the daemon SIGKILLed and restarted. A flash key is read by every app only in the middle
+the daemon SIGKILLed and restarted (``strict_rate``: a second app per language in strict
+mode on the same run). A flash key is read by every app only in the middle
 of the run: it turns hot, then cools, while it is written.
 
 :class:`Report` gives stale reads and the worst staleness per writer kind and language,
