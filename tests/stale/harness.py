@@ -17,7 +17,8 @@ quiet system (``sdk``: a Python HotCache's ``set``; ``direct``: a plain redis-py
 ``SET PX 50``, the key expires between writes; ``evict``: single node only, the key is
 evicted under ``maxmemory``), then faults during writes: the watch connection killed
 (``CLIENT KILL``), a primary frozen (``DEBUG SLEEP 2``), a ``CLUSTER FAILOVER`` (cluster),
-the daemon SIGKILLed and restarted. A flash key is read by every app only in the middle
+the daemon SIGKILLed and restarted (``strict_rate``: a second app per language in strict
+mode on the same run). A flash key is read by every app only in the middle
 of the run: it turns hot, then cools, while it is written.
 
 :class:`Report` gives stale reads and the worst staleness per writer kind and language,
@@ -60,6 +61,7 @@ WRITE_RATE = 10.0  # writes/s per hot key (issue 25)
 TTL = 2.0  # s: the rule's ttl, the life of a local copy: the bound of available mode
 STRICT_LEASE = 0.3  # s: the bound of strict mode (the watch heartbeat lease)
 EXPIRE_PX = 50  # ms: the expire writer's PX (the key expires before the next write)
+EVICT_PX = 1000  # ms: the evict writer's PX (volatile, so volatile-ttl may evict it)
 RULES = f"""
 [default]
 threshold = 500
@@ -111,10 +113,10 @@ def _build_reader(lang: str, tmp: Path) -> list[str]:
 class Reader:
     """One read app process and its read log."""
 
-    def __init__(self, lang: str, tmp: Path, args: list[str]) -> None:
-        self.lang = lang
-        self.log = tmp / f"reads-{lang}.log"
-        self.err = (tmp / f"reader-{lang}.err").open("w")
+    def __init__(self, lang: str, tmp: Path, args: list[str], name: str = "") -> None:
+        self.lang = name or lang  # the report's name: "go", or "go/strict" for a second app
+        self.log = tmp / f"reads-{self.lang.replace('/', '-')}.log"
+        self.err = (tmp / f"reader-{self.lang.replace('/', '-')}.err").open("w")
         self.proc = subprocess.Popen(
             [*reader_command(lang, tmp), *args, "--log", str(self.log)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
@@ -198,11 +200,17 @@ class Writers:
         plain = self.topo.client()
         cli: subprocess.Popen[str] | None = None
         gen = 0
+        volatile = (0, 0)  # (t0, t1) of an evict-kind write whose key was not evicted
         nxt = time.monotonic()
         while not self._stop.is_set():
             kind = self.kind if i < len(self.keys) - 1 else "direct"  # the flash key: direct
             if kind == "evict" and (i > 0 or not self.topo.single):
                 kind = "direct"  # one volatile key at a time: volatile-ttl evicts that one
+            if volatile[0] and mono() >= volatile[0] + EVICT_PX * 1_000_000:
+                gen += 1  # a stalled writer: the key's PX ran out before this write
+                px = EVICT_PX * 1_000_000
+                self._log(i, gen, volatile[0] + px, volatile[1] + px, "expire", deletion=True)
+            volatile = (0, 0)
             gen += 1
             value = f"g:{gen}:{kind}"
             try:
@@ -225,7 +233,7 @@ class Writers:
                 elif kind == "expire":
                     plain.set(key, value, px=EXPIRE_PX)
                 elif kind == "evict":
-                    plain.set(key, value, px=1000)  # volatile: the one key volatile-ttl evicts
+                    plain.set(key, value, px=EVICT_PX)  # volatile: the key volatile-ttl evicts
                 t1 = mono()
                 self._log(i, gen, t0, t1, kind)
                 if kind == "expire":  # the expiry is the next generation: a deletion
@@ -238,6 +246,8 @@ class Writers:
                         gen += 1
                         e0, e1 = self.topo.last_evict
                         self._log(i, gen, e0, e1, "evict", deletion=True)
+                    else:  # often: Redis evicted another volatile key (the daemon's snapshot)
+                        volatile = (t0, t1)
             except (redis.RedisError, OSError, AssertionError) as exc:
                 with self._lock:
                     self.errors.append(f"{kind} {key}: {exc}")
@@ -343,8 +353,14 @@ class Topology:
         assert self.server is not None
         with self._evict_lock, redis.Redis.from_url(self.server.url) as r:
             used = int(r.info("memory")["used_memory"])
-            r.config_set("maxmemory", max(1, used - 64))
+            # the clock starts before CONFIG SET: Redis evicts as soon as it runs (and before
+            # any client's next command), not at the trigger's write. Taken after it, an app
+            # could read "absent" before the deletion's logged start, and the read was then
+            # charged to the previous logged deletion (the 2.71 s "stale" reads of the
+            # 10^6-read run, Go/Java/Node: evictions of the key often fail, so that one
+            # could be seconds old)
             t0 = mono()
+            r.config_set("maxmemory", max(1, used - 64))
             with contextlib.suppress(redis.ResponseError):  # OOM: nothing volatile was left
                 r.set("stale:evict:trigger", "x")  # a write: Redis evicts before running it
             t1 = mono()
@@ -451,8 +467,11 @@ class RunResult:
 def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
         langs: tuple[str, ...] = LANGS, mode: str = "available",
         kinds: tuple[str, ...] = QUIET_KINDS, faults: tuple[str, ...] | None = None,
-        sharded: bool = False) -> RunResult:  # fmt: skip
-    """One harness run (see the module docstring); the analysis is :class:`Report`'s."""
+        sharded: bool = False, strict_rate: float = 0.0) -> RunResult:  # fmt: skip
+    """One harness run (see the module docstring); the analysis is :class:`Report`'s.
+
+    ``strict_rate`` > 0: a second app per language, in strict mode at that read rate, on
+    the same topology and timeline (named ``<lang>/strict`` in the report)."""
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(topology))
         ns = Namespace(f"stale-{unique}", sharded=sharded)  # sharded: SPUBLISH/SSUBSCRIBE
@@ -476,8 +495,14 @@ def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
                 "--namespace", ns.prefix, "--mode", mode,
                 *(["--sharded"] if sharded else [])]  # fmt: skip
         readers: list[Reader] = []
-        for lang in langs:  # one at a time: a failed start still stops the others
-            r = Reader(lang, tmp, args)
+        apps = [(lang, "", args) for lang in langs]
+        if strict_rate > 0:
+            sargs = [*args[: args.index("--rate")], "--rate", str(strict_rate), "--cold-keys",
+                     "0", "--namespace", ns.prefix, "--mode", "strict"]  # fmt: skip
+            sargs += ["--sharded"] if sharded else []
+            apps += [(lang, f"{lang}/strict", sargs) for lang in langs]
+        for lang, name, a in apps:  # one at a time: a failed start still stops the others
+            r = Reader(lang, tmp, a, name)
             readers.append(r)
             stack.callback(r.kill)
         for r in readers:
@@ -563,6 +588,7 @@ class LangStats:
     stale: int = 0
     worst: float = 0.0  # s
     worst_by_kind: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    worst_by_phase: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     stale_by_kind: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     local: int = 0
     hot_reads: int = 0  # reads of the steady hot keys in the quiet sdk/direct phases
@@ -610,6 +636,7 @@ class Report:
                     st.stale_by_kind[nw.kind] += 1
                     st.worst = max(st.worst, s)
                     st.worst_by_kind[nw.kind] = max(st.worst_by_kind[nw.kind], s)
+                    st.worst_by_phase[nw.phase] = max(st.worst_by_phase[nw.phase], s)
                 d = last_ts[k]
                 if t0 > d.get(g, 0):
                     d[g] = t0
@@ -645,8 +672,15 @@ class Report:
                 phase = ph
         return phase
 
-    def worst(self) -> float:
-        return max((s.worst for s in self.langs.values()), default=0.0)
+    def worst(self, strict: bool | None = None) -> float:
+        """The worst staleness of every app (``strict``: of the strict apps, or the others)."""
+        return max((s.worst for lang, s in self.langs.items()
+                    if strict is None or strict == lang.endswith("/strict")), default=0.0)  # fmt: skip
+
+    def worst_in(self, phases: tuple[str, ...], strict: bool) -> float:
+        """The worst staleness caused by a write made during one of ``phases``."""
+        return max((s.worst_by_phase.get(ph, 0.0) for lang, s in self.langs.items()
+                    for ph in phases if strict == lang.endswith("/strict")), default=0.0)  # fmt: skip
 
     def lags(self, kinds: tuple[str, ...]) -> list[float]:
         return [x for s in self.langs.values() for k in kinds for x in s.lags.get(k, [])]
@@ -660,7 +694,7 @@ class Report:
             share = s.local / max(1, s.reads)
             excess = s.hot_redis_excess
             out.append(
-                f"  {lang:6} reads {s.reads:>8}  stale {s.stale:>5}  worst {s.worst * 1000:8.1f} ms  "
+                f"  {lang:13} reads {s.reads:>8}  stale {s.stale:>5}  worst {s.worst * 1000:8.1f} ms  "
                 f"local {share:6.2%}  Redis reads of hot keys (quiet) {s.hot_redis}/{s.hot_reads}"
                 f" = {s.hot_redis / max(1, s.hot_reads):.3%}, beyond 1 per write "
                 f"{max(0, excess) / max(1, s.hot_reads):.3%}  absent {s.absent}"
@@ -673,6 +707,10 @@ class Report:
                     f"n={len(lags):>4} p99 {_pct(lags, 0.99) * 1000:7.1f} ms p99.9 "
                     f"{_pct(lags, 0.999) * 1000:7.1f} ms max {max(lags, default=0) * 1000:7.1f} ms"
                 )
+            faults = {ph: w for ph, w in s.worst_by_phase.items() if ph.startswith("fault:")}
+            if faults:
+                out.append("      writes during faults, worst: " + ", ".join(
+                    f"{ph[6:]} {w * 1000:.1f} ms" for ph, w in sorted(faults.items())))  # fmt: skip
         for name, kinds in (("direct (direct/cli/lua)", DIRECT_KINDS), ("sdk", ("sdk",))):
             lags = self.lags(kinds)
             out.append(

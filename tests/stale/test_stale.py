@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import TTL, Report, RunResult, have, reader_command, run
+from .harness import STRICT_LEASE, TTL, Report, RunResult, have, reader_command, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -24,6 +24,9 @@ READS = int(os.environ.get("HOTKEYD_STALE_READS", "100000"))  # per language
 RATE = 1700.0  # reads/s per app
 SLACK = 1.0  # s over the TTL: a loaded CI box delays a refresh
 VISIBLE = 0.25  # s: a generous bound on p99 write visibility (the targets are 10 / 5 ms)
+STRICT_RATE = 250.0  # reads/s per strict app (a second app per language, single node)
+STRICT_SLACK = 0.2  # s over the 300 ms lease: a loaded CI box delays the apps' clock checks
+WATCH_FAULTS = ("fault:kill-watch", "fault:daemon-kill")  # the faults strict mode bounds
 
 
 def _check(rep: Report) -> None:
@@ -38,14 +41,31 @@ def _check(rep: Report) -> None:
     p99 = sorted(sdk)[int(0.99 * (len(sdk) - 1))]
     assert p99 <= VISIBLE, f"SDK writes: p99 visibility {p99 * 1000:.0f} ms"
     for lang, s in rep.langs.items():
-        assert s.reads >= 0.3 * READS, f"{lang} read too little: {s.reads}"
+        strict = lang.endswith("/strict")
+        want = 0.3 * READS * (STRICT_RATE / RATE if strict else 1.0)
+        assert s.reads >= want, f"{lang} read too little: {s.reads}"
+        if strict:  # strict reads go to Redis whenever a heartbeat is late: not counted
+            continue
         assert s.hot_redis_excess <= 0.05 * max(1, s.hot_reads), (
             f"{lang}: {s.hot_redis_excess} Redis reads of hot keys beyond one per write"
         )
 
 
+def _check_strict(rep: Report) -> None:
+    """Strict mode: a write made while the watch was down (its connection killed, the
+    daemon SIGKILLed) is served stale by no strict app past the 300 ms lease (+ slack),
+    while the available apps of the same run stay bounded by the TTL only."""
+    assert any(lang.endswith("/strict") for lang in rep.langs), "no strict app ran"
+    worst = rep.worst_in(WATCH_FAULTS, strict=True)
+    assert worst <= STRICT_LEASE + STRICT_SLACK, (
+        f"strict mode: a read {worst * 1000:.0f} ms stale after a watch fault"
+    )
+    assert rep.worst(strict=False) <= TTL + SLACK
+
+
 def test_no_read_staler_than_the_bound(tmp_path: Path, unique: str) -> None:
-    """Single node and cluster at once (the CI budget): each its own Redis, daemon and apps."""
+    """Single node and cluster at once (the CI budget): each its own Redis, daemon and apps;
+    on the single node, a second app per language runs in strict mode (``_check_strict``)."""
     langs = have()
     for lang in langs:  # build every reader once, before the two runs start them
         reader_command(lang, tmp_path)
@@ -56,8 +76,9 @@ def test_no_read_staler_than_the_bound(tmp_path: Path, unique: str) -> None:
         try:
             d = tmp_path / topology
             d.mkdir()
+            strict_rate = STRICT_RATE if topology == "single" else 0.0
             results[topology] = run(topology, d, f"{unique}-{topology}", seconds=READS / RATE,
-                                    rate=RATE, langs=langs)  # fmt: skip
+                                    rate=RATE, langs=langs, strict_rate=strict_rate)  # fmt: skip
         except BaseException as exc:  # re-raised below, in the test's thread
             failures.append(exc)
 
@@ -70,6 +91,7 @@ def test_no_read_staler_than_the_bound(tmp_path: Path, unique: str) -> None:
         raise failures[0]
     for topology in ("single", "cluster"):
         _check(Report(results[topology]))
+    _check_strict(Report(results["single"]))
 
 
 def test_sharded_pubsub_on_a_cluster(tmp_path: Path, unique: str) -> None:

@@ -56,9 +56,13 @@ func main() {
 	sharded := flag.Bool("sharded", false, "sharded pub/sub")
 	logPath := flag.String("log", "", "read log")
 	flag.Parse()
-	if *mode != "available" {
-		// strict mode: set CacheOptions.Consistency once the SDK has it (issue 25)
-		fmt.Fprintln(os.Stderr, "mode", *mode, "is not in this SDK yet")
+	consistency := hotkeyd.Available
+	switch *mode {
+	case "available":
+	case "strict":
+		consistency = hotkeyd.Strict // the SDK option of issue 25 (strict mode)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown mode", *mode)
 		os.Exit(2)
 	}
 	var client redis.UniversalClient
@@ -73,7 +77,9 @@ func main() {
 		client = redis.NewClient(opt)
 	}
 	defer client.Close()
-	cache := hotkeyd.NewHotCache(client, hotkeyd.CacheOptions{Namespace: hotkeyd.Namespace{Prefix: *prefix}, Sharded: *sharded})
+	cache := hotkeyd.NewHotCache(client, hotkeyd.CacheOptions{
+		Namespace: hotkeyd.Namespace{Prefix: *prefix}, Sharded: *sharded, Consistency: consistency,
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	if err := cache.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "start:", err)

@@ -1,4 +1,5 @@
 import io.hotkeyd.CacheStats;
+import io.hotkeyd.Consistency;
 import io.hotkeyd.HotCache;
 import io.hotkeyd.Namespace;
 import java.io.BufferedReader;
@@ -54,10 +55,15 @@ public final class StaleReader {
         a.put(argv[i], argv[i + 1]);
       }
     }
-    if (!a.get("--mode").equals("available")) {
-      // strict mode: .consistency(Consistency.STRICT) once the SDK has it (issue 25)
-      System.err.println("mode " + a.get("--mode") + " is not in this SDK yet");
-      System.exit(2);
+    Consistency consistency;
+    switch (a.get("--mode")) {
+      case "available" -> consistency = Consistency.AVAILABLE;
+      case "strict" -> consistency = Consistency.STRICT; // the SDK option of issue 25
+      default -> {
+        System.err.println("unknown mode " + a.get("--mode"));
+        System.exit(2);
+        return;
+      }
     }
     String[] keys = a.get("--keys").split(",");
     String flash = "";
@@ -90,7 +96,7 @@ public final class StaleReader {
         BufferedWriter out = new BufferedWriter(new FileWriter(a.get("--log"), StandardCharsets.UTF_8), 1 << 16);
         HotCache cache = HotCache.builder(jedis)
             .namespace(Namespace.of(a.get("--namespace")).withSharded(sharded))
-            .db(db).build().start()) {
+            .db(db).consistency(consistency).build().start()) {
       Thread commands = new Thread(() -> {
         try (BufferedReader in = new BufferedReader(
             new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
