@@ -350,6 +350,8 @@ class NodeWatch:
                 with contextlib.suppress(OSError):  # BlockingIOError: drained
                     while self._wake_r.recv(64):
                         pass
+            if conn._sock not in ready:
+                return  # woken, or time for the next job: nothing to read
         while conn.can_read(timeout=0):
             conn.read_response(push_request=True)
 
