@@ -72,6 +72,7 @@ logger = logging.getLogger(__name__)
 
 _LABEL = "redis"
 _BATCH = 256  # messages per MULTI/EXEC when the queue backs up
+_IDLE_WAKE = 0.25  # longest the worker sleeps without re-checking its schedule
 
 
 class RedisPublisher:
@@ -268,8 +269,7 @@ class RedisPublisher:
                     elif now >= retry_at and (work or now >= next_heartbeat):
                         break
                     due = retry_at if (work or now >= next_heartbeat) else next_heartbeat
-                    # until the next heartbeat or retry: publish() and close() notify
-                    self._cond.wait(max(0.001, due - now))
+                    self._cond.wait(max(0.001, min(due - now, _IDLE_WAKE)))
                 if self._stopping and (
                     not work or now >= self._deadline or retry_at > self._deadline
                 ):
