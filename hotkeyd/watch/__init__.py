@@ -213,10 +213,18 @@ class NodeWatch:
                     backoff = 0.05
                 if self._changed.is_set():
                     self._changed.clear()
+                    armed = self.armed_seq
                     self._sync()
+                    if self.armed_seq != armed:
+                        # strict apps wait for armed >= the seq of a key's announcement:
+                        # tell them now (the old 10 ms polling let the beat drift against
+                        # the tick; a beat locked to a bad phase lagged ~100 ms each time)
+                        next_beat = 0.0
                 now = time.monotonic()
                 due = next_beat
-                if self._deferred:
+                if self._pushes:  # read along with a reply (PING, arming): handle them now
+                    due = now
+                elif self._deferred:
                     due = min(due, min(self._deferred.values()))
                 self._drain(max(0.0, min(due - now, HEARTBEAT_INTERVAL)))
                 self._handle_pushes()
