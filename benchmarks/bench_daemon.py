@@ -24,6 +24,7 @@ through the service in real time; any hot event is a false alarm.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import statistics
@@ -97,12 +98,27 @@ def _daemon(
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, env=env, cwd=build or None)
 
 
-def bench_idle(build: str | None, seconds: float) -> float:
-    """Share of one core a daemon with no input uses (stdin open, nothing written)."""
+def bench_idle(build: str | None, seconds: float, *, redis: bool = True) -> float:
+    """Share of one core a daemon with no input uses (stdin open, nothing written).
+
+    ``redis``: publish to a real redis-server (the default setup: publisher heartbeats
+    and the watch with its 100 ms heartbeats); without it the daemon writes to stdout.
+    """
     rules = Path(tempfile.mkdtemp()) / "rules.toml"
     rules.write_text("[default]\nthreshold = 1000\nttl = 1.0\ncooldown = 0.5\n")
-    with RedisServer() as rs:
-        proc = _daemon(build, rs.url, "bench:idle", rules)
+    with contextlib.ExitStack() as stack:
+        if redis:
+            rs = stack.enter_context(RedisServer())
+            proc = _daemon(build, rs.url, "bench:idle", rules)
+        else:
+            env = dict(os.environ)
+            if build:
+                env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
+            cmd = [sys.executable, "-m", "hotkeyd", "run", "--rules", str(rules)]
+            cmd += ["--http-port", str(free_port()), "--log-level", "WARNING"]
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, cwd=build or None
+            )
         try:
             time.sleep(2.0)  # start-up
             c0, t0 = _cpu_seconds(proc.pid), time.monotonic()
@@ -387,11 +403,13 @@ def main() -> None:
         print()
     if args.only in (None, "idle"):
         print(f"## Idle daemon (no input, {args.idle_seconds:g} s)\n")
-        print("| build | CPU (share of one core) | target |")
-        print("|---|---|---|")
-        for name, build in builds:
-            cpu = bench_idle(build, args.idle_seconds)
-            print(f"| {name} | {cpu * 100:.2f} % | < 1 % |", flush=True)
+        print("| build | output | CPU (share of one core) | target |")
+        print("|---|---|---|---|")
+        for redis in (True, False):
+            for name, build in builds:  # builds interleaved, per setup
+                cpu = bench_idle(build, args.idle_seconds, redis=redis)
+                out = "Redis (publisher + watch)" if redis else "stdout"
+                print(f"| {name} | {out} | {cpu * 100:.2f} % | < 1 % |", flush=True)
         print()
     if args.only in (None, "throughput"):
         r = bench_throughput(args.events, args.repeats, args.alpha)

@@ -21,8 +21,11 @@ on ``Namespace.watch_channel``. Arming runs on the watch threads, never on the t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -52,7 +55,6 @@ HEARTBEAT_INTERVAL = 0.1
 TOPOLOGY_REFRESH = 5.0
 """Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 _ARM_BATCH = 256  # keys armed per round trip
-_POLL = 0.01  # longest wait for pushes between jobs (a push wakes the thread at once)
 REARM_SPACING = 0.05
 """Seconds between two re-arms of one key. A tracking table smaller than the hot set
 (``tracking-table-max-keys``) makes each re-arm evict another key, which Redis reports
@@ -163,6 +165,12 @@ class NodeWatch:
         self._pushes: list[list[bytes] | None] = []
         self._changed = threading.Event()
         self._stop = threading.Event()
+        # The watch thread sleeps in select() until its next job is due (a heartbeat, a
+        # deferred re-arm); a push on the tracking connection or a byte here (new hot
+        # keys, close) wakes it at once.
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._lock = threading.Lock()
         self._warn = RateLimitedLog(logger)
         self._client: Any = None
@@ -177,6 +185,7 @@ class NodeWatch:
                 return
             self._want, self._want_seq = keys, seq
         self._changed.set()
+        self._wake()
 
     def start(self) -> NodeWatch:
         self._thread.start()
@@ -184,8 +193,14 @@ class NodeWatch:
 
     def close(self, timeout: float = 2.0) -> None:
         self._stop.set()
+        self._wake()
         self._thread.join(timeout)
         self.wm.up.labels(node=self.node).set(0)
+
+    def _wake(self) -> None:
+        # full: a wake-up is pending anyway; closed: the thread has ended
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
 
     # -- the watch thread ---------------------------------------------------------------
     def _run(self) -> None:
@@ -198,8 +213,20 @@ class NodeWatch:
                     backoff = 0.05
                 if self._changed.is_set():
                     self._changed.clear()
+                    armed = self.armed_seq
                     self._sync()
-                self._drain(_POLL)
+                    if self.armed_seq != armed:
+                        # strict apps wait for armed >= the seq of a key's announcement:
+                        # tell them now (the old 10 ms polling let the beat drift against
+                        # the tick; a beat locked to a bad phase lagged ~100 ms each time)
+                        next_beat = 0.0
+                now = time.monotonic()
+                due = next_beat
+                if self._pushes:  # read along with a reply (PING, arming): handle them now
+                    due = now
+                elif self._deferred:
+                    due = min(due, min(self._deferred.values()))
+                self._drain(max(0.0, min(due - now, HEARTBEAT_INTERVAL)))
                 self._handle_pushes()
                 self._due_rearms()
                 now = time.monotonic()
@@ -228,6 +255,8 @@ class NodeWatch:
                 backoff = min(backoff * 2, 2.0)
         if self._client is not None:
             self._client.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def _connect(self) -> None:
         settings = parse_redis_url(self.url)
@@ -318,10 +347,21 @@ class NodeWatch:
         self.wm.watched.labels(node=self.node).set(len(self._armed))
 
     def _drain(self, timeout: float) -> None:
+        """Read every push; first wait up to ``timeout`` for one or for a wake-up."""
         conn = self._conn
-        if conn is not None and conn.can_read(timeout=timeout):
-            while conn.can_read(timeout=0):
-                conn.read_response(push_request=True)
+        if conn is None:
+            return
+        # can_read(0) first: the parser may hold a push read along with a reply.
+        if not conn.can_read(timeout=0) and timeout > 0 and not self._changed.is_set():
+            ready, _, _ = select.select([conn._sock, self._wake_r], [], [], timeout)
+            if self._wake_r in ready:
+                with contextlib.suppress(OSError):  # BlockingIOError: drained
+                    while self._wake_r.recv(64):
+                        pass
+            if conn._sock not in ready:
+                return  # woken, or time for the next job: nothing to read
+        while conn.can_read(timeout=0):
+            conn.read_response(push_request=True)
 
     def _on_push(self, response: Any) -> None:
         """``[b"invalidate", [key, ...]]``, or ``[b"invalidate", None]`` on a flush."""
