@@ -194,16 +194,25 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT,
-    "_demand",
-    "Batched demand report parser (C core).",
-    -1,
-    methods,
-    NULL,
-    NULL,
-    NULL,
-    NULL,
+/* Multi-phase init (PEP 489), as the other bindings: the module keeps no state (m_size
+ * 0) and adds nothing beyond its methods, so the one exec slot is empty. */
+static int demand_exec(PyObject *m) {
+    (void)m;
+    return 0;
+}
+
+static PyModuleDef_Slot demand_slots[] = {
+    {Py_mod_exec, demand_exec},
+    {0, NULL},
 };
 
-PyMODINIT_FUNC PyInit__demand(void) { return PyModule_Create(&module); }
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hotkeyd.sources._demand",
+    .m_doc = "Batched demand report parser (C core).",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_slots = demand_slots,
+};
+
+PyMODINIT_FUNC PyInit__demand(void) { return PyModuleDef_Init(&moddef); }
