@@ -56,7 +56,12 @@ def _monitor_scenario(redis_server: RedisServer, ns: Namespace, tmp_path: Path, 
             res = run_loop(daemon, watcher, r, apps, KEY, SECONDS)
         assert daemon.metric("hotkeyd_demand_reports_total") > 0
         assert daemon.metric("hotkeyd_demand_local_accesses_total") > 0.9 * res.app_reads
-        assert daemon.metric("hotkeyd_demand_reports_dropped_total") == 0
+        # A report that waited past the freshness window (+-1 s) on a starved box is
+        # dropped as stale, by design; any other drop, or more than 2 % stale, is a loss.
+        dropped = daemon.metric("hotkeyd_demand_reports_dropped_total")
+        stale = daemon.metric("hotkeyd_demand_reports_dropped_total", reason="stale")
+        assert dropped == stale, f"{dropped - stale} demand reports dropped, not for age"
+        assert stale <= 0.02 * daemon.metric("hotkeyd_demand_reports_total"), stale
     r.close()
     check_loop(res, KEY)
     assert not any(k.startswith(b"cold:") for _, k in res.transitions.hot)
