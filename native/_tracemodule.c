@@ -53,6 +53,8 @@ PyDoc_STRVAR(split_ticks_doc,
              "Split complete ``ts key [count]`` lines into ``(tick_index, lines)`` segments of\n"
              "``key<TAB>count`` lines, one per run of lines in the same tick.");
 
+#define TICK_INDEX_MAX 9.0e18 /* below 2^63, so the cast is defined */
+
 static PyObject *split_ticks(PyObject *mod, PyObject *args) {
     Py_buffer view;
     double tick;
@@ -90,7 +92,15 @@ static PyObject *split_ticks(PyObject *mod, PyObject *args) {
             p = next;
             continue;
         }
-        long long index = (long long)floor(ln.ts / tick + 1e-9);
+        /* A tick index outside int64 (a timestamp of 19+ digits) is a malformed line,
+         * as in the twin: converting such a double to long long is undefined. */
+        double q = floor(ln.ts / tick + 1e-9);
+        if (!(q >= -TICK_INDEX_MAX && q <= TICK_INDEX_MAX)) {
+            malformed++;
+            p = next;
+            continue;
+        }
+        long long index = (long long)q;
         if (have && index != cur) {
             if (flush_segment(segments, cur, &o) < 0)
                 goto fail;

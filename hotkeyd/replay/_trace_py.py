@@ -53,6 +53,9 @@ def _parse(line: bytes) -> tuple[float, bytes, int, bytes] | None:
     return ts, parts[1], count, digits
 
 
+TICK_INDEX_MAX = 9.0e18  # the C core's bound on a tick index (below 2^63)
+
+
 def split_ticks(buf: Any, tick: float) -> tuple[list[tuple[int, bytes]], int, int]:
     """Split ``ts key [count]`` lines into ``(tick_index, key<TAB>count lines)`` segments."""
     if not (tick > 0) or not math.isfinite(tick):
@@ -72,7 +75,11 @@ def split_ticks(buf: Any, tick: float) -> tuple[list[tuple[int, bytes]], int, in
             malformed += 1
             continue
         ts, key, count, digits = got
-        index = math.floor(ts / tick + 1e-9)
+        q = math.floor(ts / tick + 1e-9) if math.isfinite(ts / tick) else None
+        if q is None or not -TICK_INDEX_MAX <= q <= TICK_INDEX_MAX:
+            malformed += 1  # a tick index outside int64: as the C core, which cannot hold it
+            continue
+        index = q
         if have and index != cur and out:
             segments.append((cur, b"".join(out)))
             out = []
