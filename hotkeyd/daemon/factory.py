@@ -115,11 +115,12 @@ def make_history(
     """The history stream writer (with a Redis URL and ``history`` on), else None."""
     if not (settings.redis_url and settings.history):
         return None
-    from hotkeyd.conn.redis import client_from_url
+    from hotkeyd.conn.redis import open_client
     from hotkeyd.publish.history import HistoryWriter
 
+    url = settings.redis_url
     return HistoryWriter(
-        client_from_url(settings.redis_url),
+        connect=lambda: open_client(url),
         namespace=namespace,
         instance=instance,
         maxlen=settings.history_maxlen,

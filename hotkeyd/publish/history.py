@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from hotkeyd.backoff import Backoff
@@ -76,7 +76,12 @@ class HistoryWriter:
     """Appends transitions to the history stream from a background thread.
 
     Args:
-        client: a redis-py client (``hotkeyd.conn.redis.client_from_url``).
+        client: a redis-py client; None with ``connect``.
+        connect: opens the client on first write, from the writer's thread, so a Redis
+            that is down at start-up is retried like any failed write. The daemon passes
+            ``hotkeyd.conn.redis.open_client``: on a Redis Cluster that is a cluster
+            client, so each XADD goes to the primary owning the stream's slot (a plain
+            client to the URL's node was answered MOVED whenever the slot lived elsewhere).
         namespace: where the stream lives.
         instance: this daemon's id (stored with each entry).
         maxlen: most entries kept.
@@ -87,8 +92,9 @@ class HistoryWriter:
 
     def __init__(
         self,
-        client: Any,
+        client: Any = None,
         *,
+        connect: Callable[[], Any] | None = None,
         namespace: Namespace,
         instance: str,
         maxlen: int = DEFAULT_MAXLEN,
@@ -98,7 +104,10 @@ class HistoryWriter:
     ) -> None:
         if maxlen < 1 or not max_age > 0:
             raise ValueError(f"history bounds must be positive, got {maxlen=} {max_age=}")
+        if (client is None) == (connect is None):
+            raise ValueError("give a client or connect, not both")
         self._client = client
+        self._connect = connect
         self.key = namespace.history
         self.instance = instance
         self.maxlen = maxlen
@@ -146,6 +155,9 @@ class HistoryWriter:
             thread.join(timeout)
         if self._queue:
             logger.warning("history: %d entries not written before exit", len(self._queue))
+        mine = self._connect is not None and self._client is not None  # never the caller's
+        if mine and thread is not None and not thread.is_alive():
+            self._client.close()
 
     def _run(self) -> None:
         backoff = Backoff(0.1, 5.0)
@@ -175,6 +187,9 @@ class HistoryWriter:
                 self._metrics.history_entries.labels(result="written").inc(len(batch))
 
     def _write(self, batch: Sequence[dict[str, str]]) -> None:
+        if self._client is None:
+            assert self._connect is not None
+            self._client = self._connect()
         now = self._clock.monotonic()
         pipe = self._client.pipeline(transaction=False)
         for fields in batch:

@@ -15,7 +15,7 @@ from hotkeyd.detector.config import Transition
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.publish.history import HistoryWriter, read_history
-from hotkeyd.testing import RedisServer
+from hotkeyd.testing import RedisClusterServers, RedisServer
 
 
 def tr(
@@ -178,3 +178,25 @@ def test_daemon_history_survives_a_restart(
         check=True,
     ).stdout
     assert "cart:7" in table and "PEAK/S" in table
+
+
+def test_daemon_history_on_a_cluster_goes_to_the_slot_owner(
+    redis_cluster: RedisClusterServers, tmp_path: Path
+) -> None:
+    """On a 3-primary cluster every XADD reaches the primary owning the stream's slot
+    (a plain client to the URL's node was answered MOVED, and the history was lost)."""
+    seed = redis_cluster.url
+    i = 0
+    while True:  # a namespace whose stream lives on a node other than the URL's
+        ns = f"hc{i}"
+        if redis_cluster.node_for(Namespace(prefix=ns).history).url != seed:
+            break
+        i += 1
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[default]\nthreshold = 400\nttl = 2\ncooldown = 0.5\n")
+    with Daemon("--redis-url", seed, "--namespace", ns, "--rules", str(rules)) as d:
+        d.feed_rate({b"bg": 50.0, b"item:c": 2000.0}, 1.5)
+        assert d.stop() == 0
+    assert "MOVED" not in d.stderr and "cannot write" not in d.stderr, d.stderr
+    rows = history_cli(seed, ns, "--since", "5m")
+    assert [(r["key"], r.get("reason")) for r in rows] == [("item:c", "stop")]
