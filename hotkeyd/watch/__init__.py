@@ -17,11 +17,22 @@ during the gap may be stale. A flush push invalidates every hot key of the node.
 
 Every 100 ms each node's watch publishes a heartbeat (``spec/schema/watch-heartbeat-v1.json``)
 on ``Namespace.watch_channel``. Arming runs on the watch threads, never on the tick.
+
+On a cluster each heartbeat follows a ``CLUSTER SLOTS`` round trip on the tracking
+connection, which proves the node still owns, as a primary, the slots its heartbeat
+claims. A failover (the node demoted) or a slot move shows there at once: the watch
+drops the lost slots from its claim and bumps its epoch before the next heartbeat (so no
+strict app serves a copy it vouched for, even if the slots come back), and the topology
+is re-read from that reply, so the new owner is armed within a round trip or two rather
+than at the next periodic re-read. A node claims slots it gained only once every hot key
+in them is armed there, and then broadcasts those keys (cause ``moved``): a write that
+reached the new owner before its arming is dropped too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import select
@@ -49,6 +60,8 @@ __all__ = ["HEARTBEAT_INTERVAL", "NodeWatch", "Watch", "WatchMetrics"]
 
 logger = logging.getLogger(__name__)
 
+Ranges = tuple[tuple[int, int], ...]
+
 HEARTBEAT_INTERVAL = 0.1
 """Seconds between two heartbeats of one node's watch."""
 
@@ -75,7 +88,8 @@ class WatchMetrics:
         self.invalidations = Counter(
             "hotkeyd_watch_invalidations_total",
             "Keys invalidated on the bus because the data Redis reported a write, per cause "
-            "(write, flush, reconnect, deferred: again after a spaced re-arm).",
+            "(write, flush, reconnect, deferred: again after a spaced re-arm, moved: its "
+            "slot's new owner armed it).",
             ["node", "cause"], registry=r,
         )  # fmt: skip
         self.reconnects = Counter(
@@ -138,6 +152,8 @@ class NodeWatch:
         origin: the ``origin`` of the invalidations (the daemon's instance).
         wm: metrics.
         on_moved: called when the node answers MOVED (a cluster's slots moved).
+        on_slots: a cluster node: called, from the watch thread, with the node's
+            ``CLUSTER SLOTS`` reply when it differs from the slots assigned to the node.
     """
 
     def __init__(
@@ -149,16 +165,22 @@ class NodeWatch:
         wm: WatchMetrics,
         *,
         on_moved: Callable[[], None] | None = None,
+        on_slots: Callable[[Any], None] | None = None,
     ) -> None:
         self.url, self.node, self.bus, self.origin, self.wm = url, node, bus, origin, wm
         self.on_moved = on_moved
+        self.on_slots = on_slots
         self.epoch = 0
         self.connected = False
         self.error: str | None = None
         self._want: frozenset[bytes] = frozenset()  # the hot keys this node owns
         self._want_seq = 0  # the daemon's notification seq that announced _want
         self.armed_seq = 0  # every key of _want_seq is armed under this epoch
-        self.slots: tuple[tuple[int, int], ...] | None = None  # a cluster primary's ranges
+        # A cluster primary's ranges its heartbeats claim (None: a plain node, which covers
+        # every key). Gains are claimed once their keys are armed; losses at once.
+        self.slots: tuple[tuple[int, int], ...] | None = () if on_slots is not None else None
+        self._want_slots: tuple[tuple[int, int], ...] | None = self.slots  # assigned
+        self._beat_now = False  # the claim shrank: heartbeat at once
         self._armed: set[bytes] = set()
         self._last_arm: dict[bytes, float] = {}
         self._deferred: dict[bytes, float] = {}  # key -> when to re-arm it
@@ -178,12 +200,20 @@ class NodeWatch:
         self._thread = threading.Thread(target=self._run, name=f"hotkeyd-watch-{node}", daemon=True)
 
     # -- called from the daemon's loop (never blocks) ----------------------------------
-    def set_keys(self, keys: frozenset[bytes], seq: int = 0) -> None:
-        """The hot keys this node owns, as announced up to notification ``seq``."""
+    def set_keys(
+        self,
+        keys: frozenset[bytes],
+        seq: int = 0,
+        slots: tuple[tuple[int, int], ...] | None = None,
+    ) -> None:
+        """The hot keys this node owns, as announced up to notification ``seq``; on a
+        cluster, with the slot ranges the node owns (the keys are the hot ones in them)."""
         with self._lock:
-            if keys == self._want and seq == self._want_seq:
+            if slots is None:
+                slots = self._want_slots
+            if keys == self._want and seq == self._want_seq and slots == self._want_slots:
                 return
-            self._want, self._want_seq = keys, seq
+            self._want, self._want_seq, self._want_slots = keys, seq, slots
         self._changed.set()
         self._wake()
 
@@ -213,9 +243,13 @@ class NodeWatch:
                     backoff = 0.05
                 if self._changed.is_set():
                     self._changed.clear()
+                    with self._lock:
+                        assigned = self._want_slots
+                    if assigned is not None:
+                        self._shrink(assigned)
                     armed = self.armed_seq
                     self._sync()
-                    if self.armed_seq != armed:
+                    if self.armed_seq != armed or self._beat_now:
                         # strict apps wait for armed >= the seq of a key's announcement:
                         # tell them now (the old 10 ms polling let the beat drift against
                         # the tick; a beat locked to a bad phase lagged ~100 ms each time)
@@ -230,13 +264,13 @@ class NodeWatch:
                 self._handle_pushes()
                 self._due_rearms()
                 now = time.monotonic()
-                if now >= next_beat:
+                if now >= next_beat or self._beat_now:
                     next_beat = now + HEARTBEAT_INTERVAL
+                    self._beat_now = False
                     # A round trip first: a half-open connection blocks here (socket
                     # timeout), so its heartbeats stop and strict apps stop serving
                     # within their lease instead of trusting a dead watch.
-                    self._conn.send_command("PING")
-                    self._conn.read_response()
+                    self._round_trip()
                     self._heartbeat()
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
                 self._lost(str(exc) or type(exc).__name__)
@@ -257,6 +291,42 @@ class NodeWatch:
             self._client.close()
         self._wake_r.close()
         self._wake_w.close()
+
+    def _round_trip(self) -> None:
+        """PING, or on a cluster CLUSTER SLOTS: the node still owns its claimed slots."""
+        if self.on_slots is None:
+            self._conn.send_command("PING")
+            self._conn.read_response()
+            return
+        self._conn.send_command("CLUSTER", "SLOTS")
+        reply = self._conn.read_response()
+        owned = _owned(reply, self.node)
+        with self._lock:
+            want = self._want_slots
+        if owned == want:
+            return
+        self._shrink(owned)
+        self.on_slots(reply)  # re-read the topology from this reply: arm the new owner
+
+    def _shrink(self, owned: Ranges) -> None:
+        """Stop vouching for the claimed slots outside ``owned``, under a new epoch: a
+        copy an app took while this node vouched for it is never served again, even if
+        the slot comes back (writes went elsewhere meanwhile)."""
+        with self._lock:
+            claimed = self.slots
+            if claimed is None:
+                return
+            kept = _intersect(claimed, owned)
+            if kept == claimed:
+                return
+            self.slots = kept
+        self.epoch += 1
+        self.wm.epoch.labels(node=self.node).set(self.epoch)
+        self._beat_now = True
+        logger.warning(
+            "watch %s: no longer owns slots %s (a failover or a slot move): epoch %d",
+            self.node, _fmt(_minus(claimed, owned)), self.epoch,
+        )  # fmt: skip
 
     def _connect(self) -> None:
         settings = parse_redis_url(self.url)
@@ -307,7 +377,7 @@ class NodeWatch:
 
     def _sync(self) -> None:
         with self._lock:
-            want, seq = self._want, self._want_seq
+            want, seq, slots = self._want, self._want_seq, self._want_slots
         gone = self._armed - want
         self._armed -= gone  # cooled keys: Redis forgets them at their next write
         for k in [k for k in self._last_arm if k not in want]:
@@ -318,6 +388,16 @@ class NodeWatch:
         if all(k in self._armed or k in self._deferred for k in want):
             # strict-mode apps serve a key announced at seq <= armed_seq (docs/consistency.md)
             self.armed_seq = max(self.armed_seq, seq)
+            if self.slots is not None and slots is not None and slots != self.slots:
+                # Every hot key of the node's slots is armed: claim the gained ones, and
+                # drop the copies of their keys (written on this node before the arming).
+                gained = _minus(slots, self.slots)
+                with self._lock:
+                    if slots == self._want_slots:
+                        self.slots = slots
+                moved = [k for k in want if _holds(gained, key_slot(k))]
+                if moved:
+                    self._broadcast(moved, "moved")
 
     def _arm(self, keys: Iterable[bytes]) -> None:
         """CLIENT CACHING yes + EXISTS for each key, pipelined on the tracking connection."""
@@ -333,7 +413,8 @@ class NodeWatch:
                 try:
                     self._conn.read_response()
                 except redis.ResponseError as exc:
-                    if str(exc).startswith(("MOVED", "ASK")):
+                    # redis-py raises MovedError/AskError with the "MOVED" cut off
+                    if isinstance(exc, (redis.exceptions.AskError, redis.ReadOnlyError)):
                         moved = True
                     else:
                         self._warn(logging.WARNING, "watch %s: arming failed: %s", self.node, exc)
@@ -486,14 +567,29 @@ class Watch:
         self._refresh = threading.Event()  # set on MOVED or a lost cluster node
         self._refreshed = 0.0
         self._lock = threading.Lock()
+        self._topo_lock = threading.Lock()  # one topology change applied at a time
 
     def start(self) -> Watch:
         for url in self.urls:
             self._topology(url)
+        self._assign()  # every cluster node learns its slots
         return self
 
-    def _topology(self, url: str) -> None:
+    def _topology_from(self, url: str, reply: Any) -> None:
+        """A node's watch saw its slots change: apply the topology of its reply now."""
+        try:
+            with self._topo_lock:
+                self._topology(url, reply)
+            self._assign()
+        except Exception as exc:  # the periodic re-read retries
+            logger.warning("watch: applying a topology change failed: %s", exc)
+            self._refresh.set()
+
+    def _topology(self, url: str, reply: Any = None) -> None:
         """One watch for a plain node, one per primary for a cluster (CLUSTER SLOTS)."""
+        if reply:
+            self._cluster(url, reply)
+            return
         s = parse_redis_url(url)
         probe = client_from_url(s, socket_timeout=2.0, socket_connect_timeout=2.0)
         try:
@@ -512,6 +608,9 @@ class Watch:
             self._plain[url] = nw
             self.nodes.append(nw.start())
             return
+        self._cluster(url, slots)
+
+    def _cluster(self, url: str, slots: Any) -> None:
         by_node: dict[str, NodeWatch] = {n.node: n for n in self.nodes}
         ranges: list[tuple[int, int, NodeWatch]] = []
         for rng in slots:
@@ -522,17 +621,12 @@ class Watch:
             if node not in by_node:
                 nurl = _node_url(url, host, port)
                 by_node[node] = NodeWatch(
-                    nurl, node, self.bus, self.origin, self.wm, on_moved=self._refresh.set
-                ).start()
+                    nurl, node, self.bus, self.origin, self.wm,
+                    on_moved=self._refresh.set,
+                    on_slots=functools.partial(self._topology_from, url),
+                ).start()  # fmt: skip
                 self.nodes.append(by_node[node])
             ranges.append((lo, hi, by_node[node]))
-        mine: dict[NodeWatch, list[tuple[int, int]]] = {}
-        for _lo, _hi, nw in self._slots.get(url, []):
-            mine.setdefault(nw, [])  # a primary that lost every slot covers none
-        for lo, hi, nw in ranges:
-            mine.setdefault(nw, []).append((lo, hi))
-        for nw, rs in mine.items():
-            nw.slots = tuple(sorted(rs))
         with self._lock:
             self._slots[url] = sorted(ranges, key=lambda r: r[0])
 
@@ -556,12 +650,15 @@ class Watch:
 
     def _assign(self) -> None:
         per: dict[NodeWatch, set[bytes]] = {n: set() for n in self.nodes}
+        owns: dict[NodeWatch, list[tuple[int, int]]] = {}
         with self._lock:
             plain = list(self._plain.values())
             clusters = list(self._slots.values())
         for nw in plain:
             per[nw] = set(self._keys)
         for ranges in clusters:
+            for lo, hi, nw in ranges:
+                owns.setdefault(nw, []).append((lo, hi))
             for k in self._keys:
                 slot = key_slot(k)
                 for lo, hi, nw in ranges:
@@ -569,13 +666,16 @@ class Watch:
                         per[nw].add(k)
                         break
         for nw, ks in per.items():
-            nw.set_keys(frozenset(ks), self._seq)
+            # a cluster primary that lost every slot covers none
+            slots = tuple(sorted(owns.get(nw, []))) if nw.on_slots is not None else None
+            nw.set_keys(frozenset(ks), self._seq, slots)
 
     def _refresh_all(self) -> None:
         """Slots moved: reread every cluster's topology, then reassign the keys."""
         for url in list(self._slots):
             try:
-                self._topology(url)
+                with self._topo_lock:
+                    self._topology(url)
             except Exception as exc:
                 logger.warning("watch: topology refresh failed: %s", exc)
         self._assign()
@@ -599,3 +699,58 @@ def _node_url(url: str, host: str, port: int) -> str:
     auth = p.netloc.rpartition("@")[0]
     netloc = (auth + "@" if auth else "") + f"{host}:{port}"
     return urlunsplit((p.scheme, netloc, "", p.query, ""))
+
+
+def _owned(reply: Any, node: str) -> Ranges:
+    """The ranges of a ``CLUSTER SLOTS`` reply whose primary is ``node`` (host:port)."""
+    out = []
+    for rng in reply or ():
+        primary = rng[2]
+        host = primary[0].decode() if isinstance(primary[0], bytes) else str(primary[0])
+        if f"{host}:{int(primary[1])}" == node:
+            out.append((int(rng[0]), int(rng[1])))
+    return _merge(out)
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> Ranges:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    out = []
+    for alo, ahi in a:
+        for blo, bhi in b:
+            lo, hi = max(alo, blo), min(ahi, bhi)
+            if lo <= hi:
+                out.append((lo, hi))
+    return _merge(out)
+
+
+def _minus(a: Ranges, b: Ranges) -> Ranges:
+    """The slots of ``a`` that are not in ``b``."""
+    out = []
+    for lo, hi in a:
+        cur = lo
+        for blo, bhi in _merge(b):
+            if bhi < cur or blo > hi:
+                continue
+            if blo > cur:
+                out.append((cur, blo - 1))
+            cur = max(cur, bhi + 1)
+        if cur <= hi:
+            out.append((cur, hi))
+    return _merge(out)
+
+
+def _holds(ranges: Ranges, slot: int) -> bool:
+    return any(lo <= slot <= hi for lo, hi in ranges)
+
+
+def _fmt(ranges: Ranges) -> str:
+    return ",".join(f"{lo}-{hi}" for lo, hi in ranges) or "none"

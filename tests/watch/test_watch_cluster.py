@@ -3,13 +3,18 @@ primary that owns its slot; a direct write on any primary drops the apps' copies
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
+from typing import Any
 
 import pytest
+import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from hotkeyd.client import HotCache
+from hotkeyd.client.watchguard import LEASE_S
 from hotkeyd.testing import RedisClusterServers
 from hotkeyd.testing.daemon import DaemonProcess
 from tests.client.helpers import wait_until
@@ -93,3 +98,122 @@ def test_a_failover_moves_the_watch_to_the_new_primary(
         finally:
             cache.close()
             data.close()
+
+
+class _Writer:
+    """Writes generation-stamped values of ``key`` through a cluster client (which follows
+    MOVED), recording when each write returned; the faults test's writer, in-process."""
+
+    def __init__(self, url: str, key: bytes, period: float = 0.02) -> None:
+        self.url, self.key, self.period = url, key, period
+        self.done: list[tuple[int, float]] = []  # (generation, monotonic time it returned)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        data = RedisCluster.from_url(self.url, socket_timeout=2.0)
+        gen = 1
+        try:
+            while not self._stop.is_set():
+                try:
+                    data.set(self.key, b"%d" % gen)
+                except (redis.RedisError, RedisClusterException, OSError):
+                    self._stop.wait(self.period)
+                    continue
+                self.done.append((gen, time.monotonic()))
+                gen += 1
+                self._stop.wait(self.period)
+        finally:
+            data.close()
+
+    def __enter__(self) -> _Writer:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join(5)
+
+
+def _staleness(reads: list[tuple[float, int, bool]], writes: list[tuple[int, float]]) -> float:
+    """The worst staleness of the reads (start, generation, served locally): how long
+    before the read began had a newer generation's write returned (0: none was)."""
+    worst = 0.0
+    for start, gen, _local in reads:
+        newer = [t for g, t in writes if g > gen and t < start]
+        if newer:
+            worst = max(worst, start - min(newer))
+    return worst
+
+
+def test_strict_a_failover_stops_stale_serving_within_the_lease(
+    own_redis_cluster: RedisClusterServers,
+) -> None:
+    """A CLUSTER FAILOVER during writes: writes go to the new primary at once. The old
+    primary's watch must stop vouching for its slots and the new primary be armed, so a
+    strict app never serves a value older than a write to the new primary by more than
+    the 300 ms lease."""
+    cluster = own_redis_cluster
+    key = b"w:strict-failover"
+    RedisCluster.from_url(cluster.url).set(key, b"0")
+    with DaemonProcess("--redis-url", cluster.url, "--window", "0.5") as d, _Load(
+        d, {key: 3000.0}
+    ):  # fmt: skip
+        cache = HotCache.from_url(cluster.url, consistency="strict")
+        try:
+            old = cluster.node_for(key)
+            assert wait_until(
+                lambda: d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{old.port}") == 1,
+                timeout=10,
+            ), d.stderr
+            assert wait_until(lambda: _local_read(cache, key), timeout=5), cache.watch_stats
+            reads: list[tuple[float, int, bool]] = []
+            done = threading.Event()
+            new: list[Any] = []
+
+            def fail_over() -> None:
+                try:
+                    new.append(cluster.failover(old))
+                finally:
+                    done.set()
+
+            with _Writer(cluster.url, key) as w:
+                time.sleep(0.3)
+                threading.Thread(target=fail_over, daemon=True).start()
+                end = None
+                while end is None or time.monotonic() < end:
+                    if end is None and done.is_set():
+                        end = time.monotonic() + 1.5  # and a while after it settled
+                    item = cache.hotset.items.get(key)
+                    served = item.served if item else 0
+                    t0 = time.monotonic()
+                    v = cache.get(key)
+                    item = cache.hotset.items.get(key)
+                    reads.append((t0, int(v or b"0"), bool(item and item.served > served)))
+                    time.sleep(0.001)
+                writes = list(w.done)
+            assert new, "the failover did not finish"
+            worst = _staleness(reads, writes)
+            local = sum(1 for r in reads if r[2])
+            print(
+                f"strict failover: {len(reads)} reads ({local} local), {len(writes)} writes, "
+                f"worst staleness {worst * 1000:.0f} ms (lease {LEASE_S * 1000:.0f} ms)"
+            )
+            assert worst < LEASE_S, (worst, d.stderr)
+            # the new primary is watched, and its copies are served locally again
+            assert wait_until(
+                lambda: d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{new[0].port}") == 1,
+                timeout=5,
+            ), d.stderr
+            assert wait_until(lambda: _local_read(cache, key), timeout=5), cache.watch_stats
+        finally:
+            cache.close()
+
+
+def _local_read(cache: HotCache, key: bytes) -> bool:
+    item = cache.hotset.items.get(key)
+    before = item.served if item else 0
+    cache.get(key)
+    cache.get(key)
+    item = cache.hotset.items.get(key)
+    return item is not None and item.served >= before + 1
