@@ -38,18 +38,28 @@ def _stop(app: ReadApp) -> None:
 SLACK = 0.15  # s: the app's read loop and the line protocol on a loaded 2-core machine
 
 
-@pytest.mark.parametrize("lang", ["go", "node", "java"])
+@pytest.mark.parametrize(
+    ("lang", "sharded"),
+    # Go's sharded variant passes too (stopped 206-294 ms after SIGSTOP); left out of CI
+    # for time, since Go followed the sharded heartbeats before
+    [("go", False), ("node", False), ("java", False), ("node", True), ("java", True)],
+    ids=["go", "node", "java", "node-sharded", "java-sharded"],
+)
 def test_app_sees_a_direct_set_and_strict_follows_the_heartbeat(
-    lang: str, redis_server: RedisServer, tmp_path: Path
+    lang: str, sharded: bool, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    key = f"item:{lang}"
+    """Sharded: the daemon SPUBLISHes (``--sharded-pubsub``) and the app SSUBSCRIBEs, the
+    heartbeats on a channel of their own slot (Java's strict mode used to serve nothing
+    locally there: it did not follow them)."""
+    key = f"item:{lang}:{int(sharded)}"
     data = redis.Redis.from_url(redis_server.url)
     data.set(key, "v0")
-    with DaemonProcess("--redis-url", redis_server.url, "--window", "0.5") as d, _Load(
-        d, {key.encode(): 3000.0}
-    ):  # fmt: skip
+    with DaemonProcess(
+        "--redis-url", redis_server.url, "--window", "0.5",
+        *(["--sharded-pubsub"] if sharded else []),
+    ) as d, _Load(d, {key.encode(): 3000.0}):  # fmt: skip
         app = ReadApp(lang, tmp_path, "--url", redis_server.url, "--key", key, "--rate", "2000",
-                      "--consistency", "strict")  # fmt: skip
+                      "--consistency", "strict", *(["--sharded"] if sharded else []))  # fmt: skip
         try:
             app.wait_event(lambda e: e.get("event") == "ready", 90, "ready line")
             app.wait_event(lambda e: e.get("event") == "source" and e["local"], 15, "local serving")
@@ -63,7 +73,9 @@ def test_app_sees_a_direct_set_and_strict_follows_the_heartbeat(
                     "the directly written value",
                 )
                 lag = (seen["t"] - wrote) / 1000.0
-                print(f"{lang} app saw direct SET {i} after {lag * 1000:.2f} ms")
+                print(
+                    f"{lang} (sharded={sharded}) app saw direct SET {i} after {lag * 1000:.2f} ms"
+                )
                 assert lag < BOUND, lag  # without the watch: the key's TTL (seconds)
                 time.sleep(0.1)
             app.wait_event(lambda e: e.get("event") == "source" and e["local"], 5, "local again")
@@ -85,7 +97,7 @@ def test_app_sees_a_direct_set_and_strict_follows_the_heartbeat(
                 "local serving after SIGCONT",
             )
             lapse = (off["t"] - stopped) / 1000.0
-            print(f"{lang} strict: local serving stopped {lapse * 1000:.0f} ms after SIGSTOP, "
+            print(f"{lang} (sharded={sharded}) strict: local serving stopped {lapse * 1000:.0f} ms after SIGSTOP, "
                   f"resumed {on['t'] - resumed:.0f} ms after SIGCONT")  # fmt: skip
             assert lapse <= LEASE_S + SLACK, lapse
         finally:

@@ -38,7 +38,8 @@ import redis.clients.jedis.exceptions.JedisException;
  * of reconnecting forever.
  *
  * <p>With a sharded {@link Namespace} (the daemon's {@code --sharded-pubsub}) each channel has
- * its own SSUBSCRIBE connection and thread (the channels live in different slots); a
+ * its own SSUBSCRIBE connection and thread (the channels live in different slots): events,
+ * invalidations and the watch heartbeats (strict mode follows them as over plain pub/sub); a
  * resubscribed invalidation channel resets the caches as a reconnect does. Sharded
  * subscriptions are not PINGed.
  *
@@ -61,6 +62,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private final boolean sharded;
   private final java.util.Set<ShardedPubSub> shardedSubs = java.util.concurrent.ConcurrentHashMap.newKeySet();
   private Thread invalidationThread;
+  private Thread watchThread;
   private final AtomicBoolean stopped = new AtomicBoolean();
   private final CountDownLatch ready = new CountDownLatch(1);
   private final CountDownLatch stopLatch = new CountDownLatch(1);
@@ -222,6 +224,12 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       invalidationThread = new Thread(() -> run(false, own), "hotkeyd-subscriber-invalidate");
       invalidationThread.setDaemon(true);
       invalidationThread.start();
+      // The heartbeats of the daemon's watch: a channel of its own slot, so a third
+      // SSUBSCRIBE (without it strict mode never served a copy with sharded pub/sub).
+      Backoff beats = new Backoff(backoffBase, backoffCap);
+      watchThread = new Thread(() -> runSharded(watchChannel, beats), "hotkeyd-subscriber-watch");
+      watchThread.setDaemon(true);
+      watchThread.start();
     }
     return this;
   }
@@ -277,7 +285,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     if (health != null) {
       health.shutdownNow();
     }
-    for (Thread t : new Thread[] {thread, invalidationThread}) {
+    for (Thread t : new Thread[] {thread, invalidationThread, watchThread}) {
       if (t != null) {
         try {
           t.join(2000);
@@ -328,8 +336,8 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
         if (!sharded) {
           ps = new PubSub();
           pubsub = ps;
-          // blocks until unsubscribed; with sharded pub/sub the heartbeats are not followed
-          // (strict mode then reads Redis): docs/consistency.md
+          // blocks until unsubscribed (with sharded pub/sub the heartbeats have a thread of
+          // their own: runSharded)
           jedis.subscribe(ps, eventsChannel, invalidateChannel, watchChannel);
         } else {
           sps = new ShardedPubSub(events, backoff);
@@ -373,6 +381,43 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
       }
       try {
         stopLatch.await(backoff.nextDelayMillis(), TimeUnit.MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+  }
+
+  /**
+   * The heartbeat subscription (sharded pub/sub): SSUBSCRIBE until stopped, reconnecting with
+   * backoff. A gap only makes the heartbeats late, so strict mode reads Redis meanwhile: no
+   * copy needs dropping here.
+   */
+  private void runSharded(byte[] channel, Backoff b) {
+    while (!stopped.get()) {
+      ShardedPubSub sps = new ShardedPubSub(false, b, true);
+      shardedSubs.add(sps);
+      RuntimeException failure = null;
+      try {
+        if (!stopped.get()) {
+          ssubscribe(sps, channel); // blocks until unsubscribed or the connection fails
+        }
+      } catch (RuntimeException e) {
+        failure = e;
+      } finally {
+        shardedSubs.remove(sps);
+      }
+      if (stopped.get()) {
+        break;
+      }
+      Throwable refusal = RedisAccessException.refusal(failure);
+      if (refusal != null) {
+        LOG.warn("hotkeyd watch heartbeats refused ({}); strict mode reads Redis", refusal.getMessage());
+      } else if (failure != null) {
+        LOG.warn("hotkeyd watch subscription lost ({}); reconnecting", failure.getMessage());
+      }
+      try {
+        stopLatch.await(b.nextDelayMillis(), TimeUnit.MILLISECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         break;
@@ -548,15 +593,25 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
   private final class ShardedPubSub extends BinaryJedisShardedPubSub {
     private final boolean events;
     private final Backoff backoff;
+    private final boolean watch; // the heartbeats: nothing to bootstrap or reset
     volatile RuntimeException bootstrapFailure;
 
     ShardedPubSub(boolean events, Backoff backoff) {
+      this(events, backoff, false);
+    }
+
+    ShardedPubSub(boolean events, Backoff backoff, boolean watch) {
       this.events = events;
       this.backoff = backoff;
+      this.watch = watch;
     }
 
     @Override
     public void onSSubscribe(byte[] channel, int subscribedChannels) {
+      if (watch) {
+        backoff.reset();
+        return;
+      }
       bootstrapFailure = bootstrapOrFailure(events, backoff);
       if (bootstrapFailure != null) {
         sunsubscribe();

@@ -62,9 +62,20 @@ final class FakeDaemon {
     send(Wire.dumps(message(false, new ObjectNode[0], keys)));
   }
 
+  /** One watch heartbeat of {@code node} (spec/schema/watch-heartbeat-v1.json), every key armed. */
+  void heartbeat(String node, long epoch) {
+    ObjectNode m = Wire.JSON.createObjectNode();
+    m.put("v", 1).put("instance", instance).put("node", node).put("epoch", epoch).put("up", true)
+        .put("armed", seq).put("ts", System.currentTimeMillis() / 1000.0);
+    send(ns.watchChannel().getBytes(StandardCharsets.UTF_8), Wire.dumps(m));
+  }
+
   /** PUBLISH, or SPUBLISH as the daemon's --sharded-pubsub when the namespace is sharded. */
   private void send(byte[] payload) {
-    byte[] channel = ns.channel().getBytes(StandardCharsets.UTF_8);
+    send(ns.channel().getBytes(StandardCharsets.UTF_8), payload);
+  }
+
+  private void send(byte[] channel, byte[] payload) {
     if (!ns.sharded()) {
       jedis.publish(channel, payload);
     } else if (jedis instanceof redis.clients.jedis.JedisCluster c) {

@@ -420,4 +420,43 @@ class HotCacheTest {
       assertTrue(calls("spublish") - spublishes >= 3, "invalidation, event, demand: SPUBLISH");
     }
   }
+
+  /** Strict mode over sharded pub/sub: the heartbeats arrive on an SSUBSCRIBE of their own. */
+  @Test
+  void shardedStrictFollowsTheHeartbeats() throws Exception {
+    Namespace ns = freshNs().withSharded(true);
+    FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
+    d.snapshot(FakeDaemon.hot("shs:1", 60_000));
+    jedis.set("shs:1", "a");
+    java.util.concurrent.atomic.AtomicBoolean beating = new java.util.concurrent.atomic.AtomicBoolean(true);
+    Thread beats = new Thread(() -> {
+      while (beating.get()) {
+        d.heartbeat("n1", 1);
+        sleep(50);
+      }
+    });
+    beats.setDaemon(true);
+    try (HotCache c = HotCache.builder(jedis).namespace(ns).consistency(Consistency.STRICT).build().start()) {
+      beats.start();
+      await(() -> c.watchStats().heartbeats() >= 2, "heartbeats over sharded pub/sub");
+      await(() -> {
+        long hits = c.stats().hits.sum();
+        c.get("shs:1");
+        c.get("shs:1");
+        return c.stats().hits.sum() > hits;
+      }, "strict serves locally while the heartbeats are fresh " + c.watchStats());
+      beating.set(false);
+      beats.join(2000);
+      sleep(400); // past the 300 ms lease
+      long hits = c.stats().hits.sum();
+      long misses = c.watchStats().strictMisses();
+      for (int i = 0; i < 5; i++) {
+        assertEquals("a", c.get("shs:1"));
+      }
+      assertEquals(hits, c.stats().hits.sum(), "served locally after the lease " + c.watchStats());
+      assertEquals(misses + 5, c.watchStats().strictMisses(), "strict reads sent to Redis");
+    } finally {
+      beating.set(false);
+    }
+  }
 }
