@@ -97,15 +97,22 @@ def test_no_read_staler_than_the_bound(tmp_path: Path, unique: str) -> None:
 
 
 def test_sharded_pubsub_on_a_cluster(tmp_path: Path, unique: str) -> None:
-    """Sharded pub/sub (SPUBLISH/SSUBSCRIBE), quiet writes only: the channel's shard is
-    whichever owns its slot. Two misses this reproduced (copies served until the TTL):
+    """Sharded pub/sub (SPUBLISH/SSUBSCRIBE), quiet writes only, a strict app per language
+    beside the available one: the channel's shard is whichever owns its slot. Two misses this reproduced (copies served until the TTL):
     the daemon's watch sent SPUBLISH to the bus URL's node (MOVED for 2 namespaces of 3),
     and the Python subscriber read one message per blocking round over the shards."""
     res = run("cluster", tmp_path, unique, seconds=20, rate=RATE, langs=have(),
-              kinds=("sdk", "direct"), faults=(), sharded=True)  # fmt: skip
+              kinds=("sdk", "direct"), faults=(), sharded=True,
+              strict_rate=STRICT_RATE)  # fmt: skip
     rep = Report(res)
     print("\n" + rep.text())
     assert rep.worst() <= TTL + SLACK
+    # strict apps follow the heartbeats over SSUBSCRIBE too (Java's did not: it served
+    # nothing locally), and stay within the lease on these quiet phases
+    for lang, s in rep.langs.items():
+        if lang.endswith("/strict"):
+            assert s.local > 0.5 * s.reads, f"{lang} served {s.local} of {s.reads} locally"
+    assert rep.worst(strict=True) <= STRICT_LEASE + STRICT_SLACK
     for kinds in (("direct",), ("sdk",)):
         lags = sorted(rep.lags(kinds))
         assert lags, "no quiet writes measured"
