@@ -408,14 +408,14 @@ class NodeWatch:
             for k in chunk:
                 cmds += [("CLIENT", "CACHING", "YES"), ("EXISTS", k)]
             self._conn.send_packed_command(self._conn.pack_commands(cmds))
-            moved = False
+            moved: set[int] = set()  # slots of keys this node no longer serves
             for j in range(len(cmds)):
                 try:
                     self._conn.read_response()
                 except redis.ResponseError as exc:
                     # redis-py raises MovedError/AskError with the "MOVED" cut off
                     if isinstance(exc, (redis.exceptions.AskError, redis.ReadOnlyError)):
-                        moved = True
+                        moved.add(key_slot(chunk[j // 2]))
                     else:
                         self._warn(logging.WARNING, "watch %s: arming failed: %s", self.node, exc)
                     continue
@@ -423,8 +423,14 @@ class NodeWatch:
                     self._armed.add(chunk[j // 2])
                     self._last_arm[chunk[j // 2]] = time.monotonic()
             self.wm.armed.labels(node=self.node).inc(len(chunk))
-            if moved and self.on_moved is not None:
-                self.on_moved()
+            if moved:
+                # An ASK (the slot is migrating: the key's writes go to the target now,
+                # unwatched) or a MOVED: stop vouching for those slots at once; the
+                # topology re-read moves them to their owner.
+                if self.slots is not None:
+                    self._shrink(_minus(self.slots, _merge((s, s) for s in moved)))
+                if self.on_moved is not None:
+                    self.on_moved()
         self.wm.watched.labels(node=self.node).set(len(self._armed))
 
     def _drain(self, timeout: float) -> None:

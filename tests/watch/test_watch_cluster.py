@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
 from hotkeyd.client import HotCache
@@ -71,15 +73,15 @@ class _Writer:
     """Writes generation-stamped values of ``key`` through a cluster client (which follows
     MOVED), recording when each write returned; the faults test's writer, in-process."""
 
-    def __init__(self, url: str, key: bytes, period: float = 0.02) -> None:
-        self.url, self.key, self.period = url, key, period
+    def __init__(self, url: str, key: bytes, period: float = 0.02, start: int = 1) -> None:
+        self.url, self.key, self.period, self.start = url, key, period, start
         self.done: list[tuple[int, float]] = []  # (generation, monotonic time it returned)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         data = RedisCluster.from_url(self.url, socket_timeout=2.0)
-        gen = 1
+        gen = self.start
         try:
             while not self._stop.is_set():
                 try:
@@ -149,42 +151,13 @@ def _strict_failover(cluster: RedisClusterServers, flavor: str = "redis") -> Non
                 timeout=10,
             ), d.stderr
             assert wait_until(lambda: _local_read(cache, key), timeout=5), cache.watch_stats
-            reads: list[tuple[float, int, bool]] = []
-            done = threading.Event()
-            new: list[Any] = []
-
-            def fail_over() -> None:
-                try:
-                    new.append(cluster.failover(old))
-                finally:
-                    done.set()
-
-            with _Writer(cluster.url, key) as w:
-                time.sleep(0.3)
-                threading.Thread(target=fail_over, daemon=True).start()
-                end = None
-                while end is None or time.monotonic() < end:
-                    if end is None and done.is_set():
-                        end = time.monotonic() + 1.5  # and a while after it settled
-                    item = cache.hotset.items.get(key)
-                    served = item.served if item else 0
-                    t0 = time.monotonic()
-                    v = cache.get(key)
-                    item = cache.hotset.items.get(key)
-                    reads.append((t0, int(v or b"0"), bool(item and item.served > served)))
-                    time.sleep(0.001)
-                writes = list(w.done)
-            assert new, "the failover did not finish"
-            worst = _staleness(reads, writes)
-            local = sum(1 for r in reads if r[2])
-            print(
-                f"{flavor} strict failover: {len(reads)} reads ({local} local), {len(writes)} writes, "
-                f"worst staleness {worst * 1000:.0f} ms (lease {LEASE_S * 1000:.0f} ms)"
+            new = _during(
+                cache, cluster, key, 1, partial(cluster.failover, old), f"{flavor} failover"
             )
-            assert worst < LEASE_S, (worst, d.stderr)
+            assert new is not None, "the failover did not finish"
             # the new primary is watched, and its copies are served locally again
             assert wait_until(
-                lambda: d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{new[0].port}") == 1,
+                lambda: d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{new.port}") == 1,
                 timeout=5,
             ), d.stderr
             assert wait_until(lambda: _local_read(cache, key), timeout=5), cache.watch_stats
@@ -195,8 +168,64 @@ def _strict_failover(cluster: RedisClusterServers, flavor: str = "redis") -> Non
                 data.close()
             print(f"{flavor}: after the failover, a write dropped the copy in {took * 1000:.2f} ms")
             assert took < BOUND
+            # A live slot move (writes follow ASK to the target while the slot migrates,
+            # then MOVED): the source stops vouching at its first ASK, the target is armed.
+            dst = next(n for n in cluster.nodes if n is not new and cluster._is_primary(n))
+            slot = key_slot(key)
+            move = partial(cluster.migrate_slot, slot, dst, pause=0.3)
+            _during(cache, cluster, key, 2, move, f"{flavor} slot move")
+            assert wait_until(
+                lambda: d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{dst.port}") == 1,
+                timeout=5,
+            ), d.stderr
+            assert wait_until(lambda: _local_read(cache, key), timeout=5), cache.watch_stats
         finally:
             cache.close()
+
+
+def _during(
+    cache: HotCache,
+    cluster: RedisClusterServers,
+    key: bytes,
+    phase: int,
+    action: Callable[[], Any],
+    what: str,
+) -> Any:
+    """Strict reads of ``key`` while a writer writes and ``action`` runs, and 1.5 s after:
+    asserts no read is staler than the lease; returns what ``action`` returned."""
+    reads: list[tuple[float, int, bool]] = []
+    done = threading.Event()
+    out: list[Any] = []
+
+    def act() -> None:
+        try:
+            out.append(action())
+        finally:
+            done.set()
+
+    with _Writer(cluster.url, key, start=phase * 1_000_000) as w:
+        time.sleep(0.3)
+        threading.Thread(target=act, daemon=True).start()
+        end = None
+        while end is None or time.monotonic() < end:
+            if end is None and done.is_set():
+                end = time.monotonic() + 1.5  # and a while after it settled
+            item = cache.hotset.items.get(key)
+            served = item.served if item else 0
+            t0 = time.monotonic()
+            v = cache.get(key)
+            item = cache.hotset.items.get(key)
+            reads.append((t0, int(v or b"0"), bool(item and item.served > served)))
+            time.sleep(0.001)
+        writes = list(w.done)
+    worst = _staleness(reads, writes)
+    local = sum(1 for r in reads if r[2])
+    print(
+        f"strict, {what}: {len(reads)} reads ({local} local), {len(writes)} writes, "
+        f"worst staleness {worst * 1000:.0f} ms (lease {LEASE_S * 1000:.0f} ms)"
+    )
+    assert worst < LEASE_S, (what, worst)
+    return out[0] if out else None
 
 
 def _local_read(cache: HotCache, key: bytes) -> bool:
