@@ -574,6 +574,7 @@ class Watch:
         self._refreshed = 0.0
         self._lock = threading.Lock()
         self._topo_lock = threading.Lock()  # one topology change applied at a time
+        self._assign_lock = threading.Lock()
 
     def start(self) -> Watch:
         for url in self.urls:
@@ -655,6 +656,12 @@ class Watch:
         self._assign()
 
     def _assign(self) -> None:
+        # The tick and a watch thread (a topology change) may both assign: one at a time,
+        # so the last to run hands every node the newest slots, never an older view.
+        with self._assign_lock:
+            self._assign_locked()
+
+    def _assign_locked(self) -> None:
         per: dict[NodeWatch, set[bytes]] = {n: set() for n in self.nodes}
         owns: dict[NodeWatch, list[tuple[int, int]]] = {}
         with self._lock:
@@ -673,7 +680,7 @@ class Watch:
                         break
         for nw, ks in per.items():
             # a cluster primary that lost every slot covers none
-            slots = tuple(sorted(owns.get(nw, []))) if nw.on_slots is not None else None
+            slots = _merge(owns.get(nw, [])) if nw.on_slots is not None else None
             nw.set_keys(frozenset(ks), self._seq, slots)
 
     def _refresh_all(self) -> None:
