@@ -18,7 +18,36 @@
 #else
 #define PREFETCH(p) ((void)0)
 #endif
+#ifndef PREFETCH_AHEAD /* overridable for A/B builds only */
 #define PREFETCH_AHEAD 32
+#endif
+
+/* update_many's hash memo: a long key met again in one call (the same bytes or str object:
+ * a hot key repeated through a chunk) takes its hash from the memo instead of reading and
+ * hashing its bytes again. Direct-mapped on the data pointer; an entry is used only when
+ * pointer and length both match, so a collision costs a hash, never a wrong one. Only
+ * bytes and str keys (immutable, alive for the whole call: see update_many), only from
+ * MEMO_MIN_LEN bytes on, where hashing costs more than a probe (docs/sketch.md). The memo
+ * changes which work is done, not the result: the hash is the one sk_hash would return. */
+#ifndef MEMO_MIN_LEN /* overridable for A/B builds only */
+#define MEMO_MIN_LEN 64u
+#endif
+#define MEMO_BITS 12
+typedef struct {
+    const char *p;
+    uint64_t hash;
+    size_t len;
+} hash_memo;
+
+static inline uint64_t memo_hash(const sk_sketch *sk, hash_memo *memo, const char *p, size_t len) {
+    hash_memo *m = &memo[((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> (64 - MEMO_BITS)];
+    if (m->p != p || m->len != len) {
+        m->p = p;
+        m->len = len;
+        m->hash = sk_hash(sk, p, len);
+    }
+    return m->hash;
+}
 
 static PyObject *SketchError;
 static PyObject *SerializationError;
@@ -485,6 +514,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
     uint32_t *counts = NULL;
     keyref *views = NULL;
     sk_agg *agg = NULL; /* per-call scratch (128 KiB), not sketch state */
+    hash_memo *memo = NULL; /* per-call, allocated at the first long key (96 KiB) */
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:update_many", kwlist, &okeys, &ocounts))
         return NULL;
     if (PyBytes_Check(okeys) || PyUnicode_Check(okeys) || PyByteArray_Check(okeys) ||
@@ -566,6 +596,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                 items = PySequence_Fast_ITEMS(hold);
                 o = items[i];
             }
+            int immutable = 1;
             if (PyBytes_Check(o)) {
                 p = PyBytes_AS_STRING(o);
                 len = PyBytes_GET_SIZE(o);
@@ -574,6 +605,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                 if (!p)
                     goto done;
             } else {
+                immutable = 0;
                 if (!views) {
                     views = (keyref *)PyMem_Calloc((size_t)n, sizeof(keyref));
                     if (!views) {
@@ -596,7 +628,18 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             }
             if (c == 0 || sk_agg_repeat(agg, p, (uint32_t)len, c))
                 continue;
-            h = sk_hash(self->sk, p, (size_t)len);
+            if (immutable && (size_t)len >= MEMO_MIN_LEN) {
+                if (!memo) {
+                    memo = (hash_memo *)PyMem_Calloc((size_t)1 << MEMO_BITS, sizeof(hash_memo));
+                    if (!memo) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                }
+                h = memo_hash(self->sk, memo, p, (size_t)len);
+            } else {
+                h = sk_hash(self->sk, p, (size_t)len);
+            }
             if (sk_agg_push(agg, p, (uint32_t)len, h, c)) {
                 nplan += sk_agg_drain(agg, plan + nplan);
                 sk_agg_push(agg, p, (uint32_t)len, h, c);
@@ -621,6 +664,7 @@ done:
         key_release(&views[i]);
     PyMem_Free(views);
     PyMem_Free(agg);
+    PyMem_Free(memo);
     PyMem_Free(plan);
     PyMem_Free(counts);
     Py_XDECREF(hold);
