@@ -107,6 +107,8 @@ def speed(mods: Sequence[ModuleType], labels: Sequence[str], args: argparse.Name
     for cell in args.cells.split(","):
         alpha, key_len, mode = cell.split(":")
         st = make_stream(args.events, 1_000_000, float(alpha), int(key_len), 0, args.batch)
+        if mode == "fresh":  # every event its own bytes object, as keys decoded off the wire
+            st.batches = [[bytes(bytearray(k)) for k in b] for b in st.batches]
         rates: list[list[float]] = [[] for _ in mods]
         for _ in range(args.repeats):
             for j, mod in enumerate(mods):
@@ -124,7 +126,7 @@ def speed(mods: Sequence[ModuleType], labels: Sequence[str], args: argparse.Name
 
 
 def _feed(sk: Any, mode: str, batches: list[list[bytes]], bufs: list[bytes]) -> None:
-    if mode == "many":
+    if mode in ("many", "fresh"):
         for b in batches:
             sk.update_many(b)
     elif mode == "lines":
@@ -136,7 +138,7 @@ def _feed(sk: Any, mode: str, batches: list[list[bytes]], bufs: list[bytes]) -> 
             for key in b:
                 update(key)
     else:
-        raise SystemExit(f"mode must be many, lines or call, not {mode!r}")
+        raise SystemExit(f"mode must be many, fresh, lines or call, not {mode!r}")
 
 
 def precision(mods: Sequence[ModuleType], labels: Sequence[str], args: argparse.Namespace) -> None:
@@ -167,7 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         required=True,
         help="tree | rev:<git revision>, optionally :MACRO=VALUE[,MACRO=VALUE] (repeat)",
     )
-    ap.add_argument("--cells", default="1.0:12:many", help="alpha:key_len:mode,... (speed)")
+    ap.add_argument(
+        "--cells",
+        default="1.0:12:many",
+        help="alpha:key_len:mode,... (speed; mode many, fresh (update_many, every key a new "
+        "object), lines or call)",
+    )
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--memory", type=int, default=65536)
     ap.add_argument("--repeats", type=int, default=7)

@@ -28,23 +28,30 @@
  * pointer and length both match, so a collision costs a hash, never a wrong one. Only
  * bytes and str keys (immutable, alive for the whole call: see update_many), only from
  * MEMO_MIN_LEN bytes on, where hashing costs more than a probe (docs/sketch.md). The memo
- * changes which work is done, not the result: the hash is the one sk_hash would return. */
+ * changes which work is done, not the result: the hash is the one sk_hash would return.
+ * Keys that are new objects every time (decoded off the wire) never hit: after each
+ * MEMO_TRIAL probes with fewer than one hit in MEMO_MISS_DEN, the call stops probing. */
 #ifndef MEMO_MIN_LEN /* overridable for A/B builds only */
 #define MEMO_MIN_LEN 64u
 #endif
 #define MEMO_BITS 12
+#define MEMO_TRIAL 1024u
+#define MEMO_MISS_DEN 8u
 typedef struct {
     const char *p;
     uint64_t hash;
     size_t len;
 } hash_memo;
 
-static inline uint64_t memo_hash(const sk_sketch *sk, hash_memo *memo, const char *p, size_t len) {
+static inline uint64_t memo_hash(const sk_sketch *sk, hash_memo *memo, const char *p, size_t len,
+                                 uint32_t *hits) {
     hash_memo *m = &memo[((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> (64 - MEMO_BITS)];
     if (m->p != p || m->len != len) {
         m->p = p;
         m->len = len;
         m->hash = sk_hash(sk, p, len);
+    } else {
+        ++*hits;
     }
     return m->hash;
 }
@@ -515,6 +522,8 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
     keyref *views = NULL;
     sk_agg *agg = NULL; /* per-call scratch (128 KiB), not sketch state */
     hash_memo *memo = NULL; /* per-call, allocated at the first long key (96 KiB) */
+    uint32_t memo_probes = 0, memo_hits = 0;
+    int memo_on = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:update_many", kwlist, &okeys, &ocounts))
         return NULL;
     if (PyBytes_Check(okeys) || PyUnicode_Check(okeys) || PyByteArray_Check(okeys) ||
@@ -628,7 +637,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             }
             if (c == 0 || sk_agg_repeat(agg, p, (uint32_t)len, c))
                 continue;
-            if (immutable && (size_t)len >= MEMO_MIN_LEN) {
+            if (immutable && memo_on && (size_t)len >= MEMO_MIN_LEN) {
                 if (!memo) {
                     memo = (hash_memo *)PyMem_Calloc((size_t)1 << MEMO_BITS, sizeof(hash_memo));
                     if (!memo) {
@@ -636,7 +645,11 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                         goto done;
                     }
                 }
-                h = memo_hash(self->sk, memo, p, (size_t)len);
+                h = memo_hash(self->sk, memo, p, (size_t)len, &memo_hits);
+                if (++memo_probes == MEMO_TRIAL) {
+                    memo_on = memo_hits * MEMO_MISS_DEN >= MEMO_TRIAL;
+                    memo_probes = memo_hits = 0;
+                }
             } else {
                 h = sk_hash(self->sk, p, (size_t)len);
             }
