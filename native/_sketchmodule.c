@@ -1206,11 +1206,23 @@ done:
     return out;
 }
 
+/* Test hook: the scalar (False) or the CPU's fastest (True) path of the key hash, which
+ * agree bit for bit; returns whether SIMD was on. Not for use while other threads hash. */
+static PyObject *native_hash_simd(PyObject *mod, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(hk_simd_set(on));
+}
+
 static PyMethodDef module_methods[] = {
     {"murmur3_32", native_murmur3_32, METH_VARARGS,
      "murmur3_32(key, seed=0) -> int: MurmurHash3 x86_32, unsigned (as mmh3.hash(signed=False))."},
     {"sketch_hash", native_sketch_hash, METH_VARARGS,
      "sketch_hash(key, seed=0) -> int: the 32-bit hash the sketches place a key with."},
+    {"_hash_simd", native_hash_simd, METH_O,
+     "_hash_simd(on) -> bool: test hook, the key hash's SIMD path on (if the CPU has it) or "
+     "off; returns the previous state."},
     {"window_sums", native_window_sums, METH_VARARGS,
      "window_sums(sketches, caches, factors, keys) -> list[float]: each key's count summed over "
      "the sketches (cached in caches[i], else estimated and cached), times factors[i]."},
