@@ -309,7 +309,7 @@ def test_long_key_hash_memo_agrees(mods: tuple[Any, Any], name: str) -> None:
     stream: list[Any] = []
     for _ in range(40_000):
         i = min(int(rnd.paretovariate(1.0)) - 1, len(pool) - 1)  # heavy head, long tail
-        k = pool[i] if rnd.random() < 0.9 else pool[rnd.randrange(len(pool))]
+        k: Any = pool[i] if rnd.random() < 0.9 else pool[rnd.randrange(len(pool))]
         r = rnd.random()
         if r < 0.05:
             k = bytes(bytearray(k))  # equal bytes, another object
