@@ -7,7 +7,8 @@ each variant of ``native/`` into its own extension module (the same sources and 
 as ``setup.py``, another module name), loads all of them into one process and runs
 them interleaved on the same streams: repeat r runs every variant once before repeat
 r+1 starts. A variant is the working tree or a git revision, optionally with C macros
-overridden (``-D``; only macros under ``#ifndef`` in ``native/sketch.h`` can be, e.g.
+overridden (``-D``; only macros under ``#ifndef`` in ``native/sketch.h`` and
+``native/_sketchmodule.c`` can be, e.g.
 ``SK_DIRECT_NUM`` to turn the low-skew direct mode off). Overrides change only the C
 build: the pure-Python twin no longer matches such a build bit for bit.
 
@@ -105,11 +106,13 @@ def _parse_variant(spec: str) -> tuple[str, str]:
 def speed(mods: Sequence[ModuleType], labels: Sequence[str], args: argparse.Namespace) -> None:
     for cell in args.cells.split(","):
         alpha, key_len, mode = cell.split(":")
-        st = make_stream(args.events, 1_000_000, float(alpha), int(key_len), 0, 65536)
+        st = make_stream(args.events, 1_000_000, float(alpha), int(key_len), 0, args.batch)
+        if mode == "fresh":  # every event its own bytes object, as keys decoded off the wire
+            st.batches = [[bytes(bytearray(k)) for k in b] for b in st.batches]
         rates: list[list[float]] = [[] for _ in mods]
         for _ in range(args.repeats):
             for j, mod in enumerate(mods):
-                sk = mod.HeavyKeeper(k=K, memory=args.memory, seed=0)
+                sk = mod.HeavyKeeper(k=K, memory=args.memory, seed=0, adapt_keys=args.adapt_keys)
                 gc.collect()
                 t0 = time.process_time()
                 _feed(sk, mode, st.batches, st.bufs)
@@ -123,7 +126,7 @@ def speed(mods: Sequence[ModuleType], labels: Sequence[str], args: argparse.Name
 
 
 def _feed(sk: Any, mode: str, batches: list[list[bytes]], bufs: list[bytes]) -> None:
-    if mode == "many":
+    if mode in ("many", "fresh"):
         for b in batches:
             sk.update_many(b)
     elif mode == "lines":
@@ -135,7 +138,7 @@ def _feed(sk: Any, mode: str, batches: list[list[bytes]], bufs: list[bytes]) -> 
             for key in b:
                 update(key)
     else:
-        raise SystemExit(f"mode must be many, lines or call, not {mode!r}")
+        raise SystemExit(f"mode must be many, fresh, lines or call, not {mode!r}")
 
 
 def precision(mods: Sequence[ModuleType], labels: Sequence[str], args: argparse.Namespace) -> None:
@@ -166,10 +169,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         required=True,
         help="tree | rev:<git revision>, optionally :MACRO=VALUE[,MACRO=VALUE] (repeat)",
     )
-    ap.add_argument("--cells", default="1.0:12:many", help="alpha:key_len:mode,... (speed)")
+    ap.add_argument(
+        "--cells",
+        default="1.0:12:many",
+        help="alpha:key_len:mode,... (speed; mode many, fresh (update_many, every key a new "
+        "object), lines or call)",
+    )
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--memory", type=int, default=65536)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--batch", type=int, default=65536, help="speed: keys per update call")
+    ap.add_argument(
+        "--adapt-keys", action="store_true", help="speed: sketches with adapt_keys=True"
+    )
     ap.add_argument("--precision", action="store_true", help="precision@100 instead of speed")
     ap.add_argument("--alpha", type=float, default=0.8, help="precision: the Zipf skew")
     ap.add_argument("--streams", type=int, default=8, help="precision: stream seeds")

@@ -18,7 +18,68 @@
 #else
 #define PREFETCH(p) ((void)0)
 #endif
+#ifndef PREFETCH_AHEAD /* overridable for A/B builds only */
 #define PREFETCH_AHEAD 32
+#endif
+#ifndef PREFETCH_DATA_AHEAD
+#define PREFETCH_DATA_AHEAD (PREFETCH_AHEAD / 2)
+#endif
+#ifndef PREFETCH_DATA_MIN
+#define PREFETCH_DATA_MIN 48u /* SK_RUN_MIN_LEN: from there sk_agg_repeat reads the key's tail */
+#endif
+
+/* Every cache line of a bytes object's data. The data starts 32 bytes into the object,
+ * so for half of all objects (pymalloc's 16-byte alignment) its first line is not the
+ * header's: skipping it cost a memory stall in the hash for those keys (Zipf 0.8, 34 B:
+ * hk_long_hash 12 % of perf). No branch on where the data starts or ends (a mispredicted
+ * one per key cost 10 % at 12 B): the first and the last line are always prefetched. */
+static inline void prefetch_data(PyObject *q) {
+    if (PyBytes_CheckExact(q)) {
+        const char *d = PyBytes_AS_STRING(q);
+        uintptr_t a = (uintptr_t)d & ~(uintptr_t)63,
+                  last = ((uintptr_t)d + (uintptr_t)PyBytes_GET_SIZE(q)) & ~(uintptr_t)63;
+        PREFETCH((const void *)a);
+        for (a += 64; a < last; a += 64)
+            PREFETCH((const void *)a);
+        PREFETCH((const void *)last);
+    }
+}
+
+/* update_many's hash memo: a long key met again in one call (the same bytes or str object:
+ * a hot key repeated through a chunk) takes its hash from the memo instead of reading and
+ * hashing its bytes again. Direct-mapped on the data pointer; an entry is used only when
+ * pointer and length both match, so a collision costs a hash, never a wrong one. Only
+ * bytes and str keys (immutable, alive for the whole call: see update_many), only from
+ * MEMO_MIN_LEN bytes on, where hashing costs more than a probe (docs/sketch.md). The memo
+ * changes which work is done, not the result: the hash is the one sk_hash would return.
+ * Keys that are new objects every time (decoded off the wire) never hit: after each
+ * MEMO_TRIAL probes with fewer than one hit in MEMO_MISS_DEN, the call stops probing. */
+#ifndef MEMO_MIN_LEN /* overridable for A/B builds only */
+#define MEMO_MIN_LEN 64u
+#endif
+#ifndef MEMO_BITS /* overridable for A/B builds only */
+#define MEMO_BITS 12
+#endif
+#define MEMO_TRIAL 1024u
+#define MEMO_MISS_DEN 8u
+typedef struct {
+    const char *p;
+    uint64_t hash;
+    size_t len;
+} hash_memo;
+
+static inline uint64_t memo_hash(const sk_sketch *sk, hash_memo *memo, const char *p, size_t len,
+                                 uint32_t *hits) {
+    hash_memo *m = &memo[((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> (64 - MEMO_BITS)];
+    if (m->p != p || m->len != len) {
+        m->p = p;
+        m->len = len;
+        m->hash = sk_hash(sk, p, len);
+    } else {
+        ++*hits;
+    }
+    return m->hash;
+}
 
 static PyObject *SketchError;
 static PyObject *SerializationError;
@@ -485,6 +546,9 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
     uint32_t *counts = NULL;
     keyref *views = NULL;
     sk_agg *agg = NULL; /* per-call scratch (128 KiB), not sketch state */
+    hash_memo *memo = NULL; /* per-call, allocated at the first long key (96 KiB) */
+    uint32_t memo_probes = 0, memo_hits = 0;
+    int memo_on = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:update_many", kwlist, &okeys, &ocounts))
         return NULL;
     if (PyBytes_Check(okeys) || PyUnicode_Check(okeys) || PyByteArray_Check(okeys) ||
@@ -536,27 +600,10 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             Py_ssize_t len;
             uint32_t c = counts ? counts[i] : 1;
             uint64_t h;
-            if (!hold) {
-                /* Two stages: the object header PREFETCH_AHEAD ahead, then (header now cached)
-                   every cache line of a bytes key's data half as far ahead. The data starts 32
-                   bytes into the object, so for half of all objects (pymalloc's 16-byte alignment)
-                   its first line is not the header's: skipping it cost a memory stall in
-                   the hash for those keys (Zipf 0.8, 34 B: hk_long_hash 12 % of perf). */
-                if (i + PREFETCH_AHEAD < n)
-                    PREFETCH(items[i + PREFETCH_AHEAD]);
-                if (i + PREFETCH_AHEAD / 2 < n) {
-                    PyObject *q = items[i + PREFETCH_AHEAD / 2];
-                    if (PyBytes_CheckExact(q)) {
-                        const char *d = PyBytes_AS_STRING(q);
-                        uintptr_t a = (uintptr_t)d & ~(uintptr_t)63,
-                                  e = (uintptr_t)d + (uintptr_t)PyBytes_GET_SIZE(q);
-                        if (a != ((uintptr_t)q & ~(uintptr_t)63))
-                            PREFETCH((const void *)a);
-                        for (a += 64; a < e; a += 64)
-                            PREFETCH((const void *)a);
-                    }
-                }
-            }
+            /* Two stages: the object header PREFETCH_AHEAD ahead, then (header now cached)
+               every cache line of a bytes key's data PREFETCH_DATA_AHEAD ahead (below). */
+            if (!hold && i + PREFETCH_AHEAD < n)
+                PREFETCH(items[i + PREFETCH_AHEAD]);
             if (!hold && !PyBytes_Check(o) && !PyUnicode_Check(o) && !PyTuple_CheckExact(seq)) {
                 /* Other buffers may run Python code when opened (__buffer__ on 3.12+):
                    from the first such key on, work on a private tuple of the keys. */
@@ -566,6 +613,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                 items = PySequence_Fast_ITEMS(hold);
                 o = items[i];
             }
+            int immutable = 1;
             if (PyBytes_Check(o)) {
                 p = PyBytes_AS_STRING(o);
                 len = PyBytes_GET_SIZE(o);
@@ -574,6 +622,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                 if (!p)
                     goto done;
             } else {
+                immutable = 0;
                 if (!views) {
                     views = (keyref *)PyMem_Calloc((size_t)n, sizeof(keyref));
                     if (!views) {
@@ -587,6 +636,13 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                 len = views[nviews].n;
                 nviews++;
             }
+            /* The data stage only while keys are long (this key is: keys of one batch tend
+               to be alike): for short keys reading the header early costs more than the
+               miss it saves (Zipf 1.0, 12 B: +16 % without it); from 48 B on the run check
+               reads the key's tail before the hash reads the rest, two misses in a row
+               without it (100 B at 16 KiB: +15 % with it). */
+            if (!hold && (size_t)len >= PREFETCH_DATA_MIN && i + PREFETCH_DATA_AHEAD < n)
+                prefetch_data(items[i + PREFETCH_DATA_AHEAD]);
             if ((size_t)len > maxlen) {
                 PyErr_Format(SketchError,
                              "key at index %zd is %zd bytes, longer than max_key_len=%u "
@@ -596,7 +652,22 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             }
             if (c == 0 || sk_agg_repeat(agg, p, (uint32_t)len, c))
                 continue;
-            h = sk_hash(self->sk, p, (size_t)len);
+            if (immutable && memo_on && (size_t)len >= MEMO_MIN_LEN) {
+                if (!memo) {
+                    memo = (hash_memo *)PyMem_Calloc((size_t)1 << MEMO_BITS, sizeof(hash_memo));
+                    if (!memo) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                }
+                h = memo_hash(self->sk, memo, p, (size_t)len, &memo_hits);
+                if (++memo_probes == MEMO_TRIAL) {
+                    memo_on = memo_hits * MEMO_MISS_DEN >= MEMO_TRIAL;
+                    memo_probes = memo_hits = 0;
+                }
+            } else {
+                h = sk_hash(self->sk, p, (size_t)len);
+            }
             if (sk_agg_push(agg, p, (uint32_t)len, h, c)) {
                 nplan += sk_agg_drain(agg, plan + nplan);
                 sk_agg_push(agg, p, (uint32_t)len, h, c);
@@ -621,6 +692,7 @@ done:
         key_release(&views[i]);
     PyMem_Free(views);
     PyMem_Free(agg);
+    PyMem_Free(memo);
     PyMem_Free(plan);
     PyMem_Free(counts);
     Py_XDECREF(hold);
@@ -1136,11 +1208,23 @@ done:
     return out;
 }
 
+/* Test hook: the scalar (False) or the CPU's fastest (True) path of the key hash, which
+ * agree bit for bit; returns whether SIMD was on. Not for use while other threads hash. */
+static PyObject *native_hash_simd(PyObject *mod, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(hk_simd_set(on));
+}
+
 static PyMethodDef module_methods[] = {
     {"murmur3_32", native_murmur3_32, METH_VARARGS,
      "murmur3_32(key, seed=0) -> int: MurmurHash3 x86_32, unsigned (as mmh3.hash(signed=False))."},
     {"sketch_hash", native_sketch_hash, METH_VARARGS,
      "sketch_hash(key, seed=0) -> int: the 32-bit hash the sketches place a key with."},
+    {"_hash_simd", native_hash_simd, METH_O,
+     "_hash_simd(on) -> bool: test hook, the key hash's SIMD path on (if the CPU has it) or "
+     "off; returns the previous state."},
     {"window_sums", native_window_sums, METH_VARARGS,
      "window_sums(sketches, caches, factors, keys) -> list[float]: each key's count summed over "
      "the sketches (cached in caches[i], else estimated and cached), times factors[i]."},

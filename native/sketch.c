@@ -71,6 +71,7 @@ void sk_tables_init(void) {
     uint32_t c, n;
     if (hk_levels)
         return;
+    hk_simd_init();
     for (n = 0; n < 256; n++) {
         uint32_t v = n;
         int b;

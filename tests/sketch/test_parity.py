@@ -288,3 +288,43 @@ def test_direct_mode_edges_agree(mods: tuple[Any, Any], events: int, how: str) -
         else:
             sk.update_lines(b"".join(k + b"\t25\n" for k in stream), counted=True)
     _assert_same(a, b, {b"x", b"y", b"z", b"w" * 50, b"x" * 60})
+
+
+@pytest.mark.parametrize("name", ["HeavyKeeper", "CountMinTopK"])
+def test_long_key_hash_memo_agrees(mods: tuple[Any, Any], name: str) -> None:
+    """update_many takes the hash of a long bytes or str key met again in the same call
+    from a memo keyed on the data pointer. More distinct long keys than the memo has slots
+    (so slots are shared and overwritten), equal keys in distinct objects, str and bytes of
+    the same text, lengths on both sides of the memo's 64 bytes, and buffer keys (never
+    memoized) in one call: the same sketch as the twin, which has no memo."""
+    import random
+
+    rnd = random.Random(27)
+
+    def key(i: int) -> bytes:
+        n = (63, 64, 100, 300)[i % 4]
+        return (b"long:%d:" % i).ljust(n, b"=")
+
+    pool = [key(i) for i in range(12_000)]
+    stream: list[Any] = []
+    for _ in range(40_000):
+        i = min(int(rnd.paretovariate(1.0)) - 1, len(pool) - 1)  # heavy head, long tail
+        k: Any = pool[i] if rnd.random() < 0.9 else pool[rnd.randrange(len(pool))]
+        r = rnd.random()
+        if r < 0.05:
+            k = bytes(bytearray(k))  # equal bytes, another object
+        elif r < 0.10:
+            k = k.decode()
+        elif r < 0.12:
+            k = memoryview(bytearray(k))
+        stream.append(k)
+    a = getattr(mods[0], name)(k=64, memory=65536, seed=5, max_key_len=300)
+    b = getattr(mods[1], name)(k=64, memory=65536, seed=5, max_key_len=300)
+    counts = [1 + i % 3 for i in range(len(stream))]
+    # Fresh objects for every event: the memo misses, and the call stops probing it.
+    fresh = [bytes(bytearray(k)) if isinstance(k, bytes) else k for k in stream]
+    for sk in (a, b):
+        sk.update_many(stream)
+        sk.update_many(stream, counts)
+        sk.update_many(fresh + stream)
+    _assert_same(a, b, set(pool[:200]) | set(pool[-200:]))
