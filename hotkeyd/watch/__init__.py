@@ -37,7 +37,6 @@ import logging
 import os
 import select
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -67,8 +66,6 @@ HEARTBEAT_INTERVAL = 0.1
 TOPOLOGY_REFRESH = 5.0
 """Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 _ARM_BATCH = 256  # keys armed per round trip
-SWITCH_INTERVAL = 0.001
-"""The daemon's GIL switch interval while a watch runs (``sys.setswitchinterval``)."""
 REARM_SPACING = 0.05
 """Seconds between two re-arms of one key. A tracking table smaller than the hot set
 (``tracking-table-max-keys``) makes each re-arm evict another key, which Redis reports
@@ -522,11 +519,6 @@ class Watch:
         self._lock = threading.Lock()
 
     def start(self) -> Watch:
-        # A watch thread waits for the GIL after each round trip (the re-arm, the PUBLISH)
-        # while the daemon's loop parses its source: up to the switch interval each time
-        # (5 ms by default: the "daemon published" stage of the stale-read harness's
-        # single-node tail, p99 7-10 ms). 1 ms bounds that wait at a little more switching.
-        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         for url in self.urls:
             self._topology(url)
         return self
