@@ -131,7 +131,10 @@ class SubscriberCore:
         self.last_error: str | None = None  # the latest failure, for messages
         self.warn = RateLimitedLog(logger)
         # The watch's heartbeats (docs/consistency.md) drive strict mode and count lapses.
-        self.channels = (namespace.channel, namespace.invalidate_channel, namespace.watch_channel)
+        # Invalidations first: on a cluster, redis-py subscribes on the node that owns the
+        # first channel's slot, where the daemon and the SDKs publish (a message published
+        # on another node crosses the cluster bus: up to 40 ms more, see pubsub_node).
+        self.channels = (namespace.invalidate_channel, namespace.channel, namespace.watch_channel)
         # Sharded pub/sub (SSUBSCRIBE) confirms with "ssubscribe" and delivers "smessage";
         # after a slot migration redis-py subscribes again on the new owner.
         sharded = namespace.sharded

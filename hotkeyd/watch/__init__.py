@@ -27,6 +27,16 @@ is re-read from that reply, so the new owner is armed within a round trip or two
 than at the next periodic re-read. A node claims slots it gained only once every hot key
 in them is armed there, and then broadcasts those keys (cause ``moved``): a write that
 reached the new owner before its arming is dropped too.
+
+On a cluster bus, invalidations and heartbeats go to the primary that owns the slot of
+the invalidation channel (:func:`hotkeyd.conn.cluster.pubsub_node`), the node where every
+SDK subscribes: a PUBLISH to any other node reaches the subscribers over the cluster bus,
+whose outgoing links Redis 7.0 leaves with Nagle's algorithm on (up to 40 ms more).
+
+``HOTKEYD_WATCH_TRACE=FILE`` (a diagnostic) appends one line per key broadcast:
+``<node> <cause> <ns the push was read> <ns the PUBLISH returned> <key in hex>``, in
+CLOCK_MONOTONIC nanoseconds (the stale-read harness attributes each write's delay to a
+stage with it).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import select
 import socket
 import threading
@@ -49,7 +60,7 @@ from redis.crc import key_slot
 from redis.retry import Retry
 
 from hotkeyd.client.invalidation import encode_invalidation
-from hotkeyd.conn.cluster import publish_command
+from hotkeyd.conn.cluster import is_cluster, publish_command, pubsub_node
 from hotkeyd.conn.redis import client_from_url, open_client, parse_redis_url
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.auth import MessageAuth
@@ -114,7 +125,7 @@ class _Bus:
 
     def __init__(self, url: str, namespace: Namespace, auth: MessageAuth | None) -> None:
         self.url = url
-        self.client: Any = None if namespace.sharded else client_from_url(url, socket_timeout=2.0)
+        self.client: Any = None
         self.namespace = namespace
         self.auth = auth
         self.cmd = publish_command(namespace.sharded)
@@ -122,10 +133,11 @@ class _Bus:
         self._lock = threading.Lock()
 
     def _client(self) -> Any:
-        # SPUBLISH must reach the shard that owns the channel's slot: on a cluster bus that
-        # takes a cluster client (a plain one to the URL's node got MOVED whenever the
-        # channel hashed elsewhere: invalidations lost in 2 namespaces of 3). Opened on
-        # first use, since asking whether the node is in a cluster is I/O.
+        # SPUBLISH must reach the shard that owns the channel's slot, and a PUBLISH is
+        # fastest on the node where the SDKs subscribe: on a cluster bus both take a
+        # cluster client (a plain one to the URL's node got MOVED whenever the channel
+        # hashed elsewhere: invalidations lost in 2 namespaces of 3). Opened on first
+        # use, since asking whether the node is in a cluster is I/O.
         with self._lock:
             if self.client is None:
                 self.client = open_client(self.url, socket_timeout=2.0)
@@ -135,7 +147,15 @@ class _Bus:
         if self.auth is not None:
             body = self.auth.sign(body)
         try:
-            self._client().execute_command(self.cmd, channel, body)
+            client = self._client()
+            if not self.namespace.sharded and is_cluster(client):
+                home = pubsub_node(client, self.namespace.invalidate_channel)
+                try:
+                    client.execute_command(self.cmd, channel, body, target_nodes=home)
+                    return True
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass  # the home node failed: routed by slot below (retries, new topology)
+            client.execute_command(self.cmd, channel, body)
             return True
         except (redis.RedisError, OSError) as exc:
             self.warn(logging.WARNING, "watch: publishing on %s failed: %s", channel, exc)
@@ -185,6 +205,8 @@ class NodeWatch:
         self._last_arm: dict[bytes, float] = {}
         self._deferred: dict[bytes, float] = {}  # key -> when to re-arm it
         self._pushes: list[list[bytes] | None] = []
+        self._pushed_at = 0  # CLOCK_MONOTONIC ns: when the first of _pushes was read
+        self._trace = _trace_file()
         self._changed = threading.Event()
         self._stop = threading.Event()
         # The watch thread sleeps in select() until its next job is due (a heartbeat, a
@@ -289,6 +311,8 @@ class NodeWatch:
                 backoff = min(backoff * 2, 2.0)
         if self._client is not None:
             self._client.close()
+        if self._trace is not None:
+            self._trace.close()
         self._wake_r.close()
         self._wake_w.close()
 
@@ -455,6 +479,8 @@ class NodeWatch:
         if len(response) < 2 or response[0] not in (b"invalidate", "invalidate"):
             return
         keys = response[1]
+        if not self._pushes:
+            self._pushed_at = time.monotonic_ns()
         self._pushes.append(
             None if keys is None else [k if isinstance(k, bytes) else str(k).encode() for k in keys]
         )
@@ -495,7 +521,7 @@ class NodeWatch:
             )  # fmt: skip
             for k in later:
                 self._deferred.setdefault(k, self._last_arm[k] + REARM_SPACING)
-        self._broadcast(keys, cause)
+        self._broadcast(keys, cause, self._pushed_at)
 
     def _due_rearms(self) -> None:
         """Re-arm the deferred keys whose time came, then invalidate them again."""
@@ -513,7 +539,7 @@ class NodeWatch:
         self._arm(due)
         self._broadcast(due, "deferred")
 
-    def _broadcast(self, keys: Iterable[bytes], cause: str) -> None:
+    def _broadcast(self, keys: Iterable[bytes], cause: str, pushed_at: int = 0) -> None:
         ks = sorted(keys)
         for i in range(0, len(ks), _ARM_BATCH):
             chunk = ks[i : i + _ARM_BATCH]
@@ -521,6 +547,11 @@ class NodeWatch:
                 self.bus.namespace.invalidate_channel, encode_invalidation(self.origin, chunk)
             ):
                 self.wm.invalidations.labels(node=self.node, cause=cause).inc(len(chunk))
+                if self._trace is not None:
+                    done = time.monotonic_ns()
+                    self._trace.write("".join(
+                        f"{self.node} {cause} {pushed_at or done} {done} {k.hex()}\n" for k in chunk
+                    ))  # fmt: skip
 
     def _heartbeat(self) -> None:
         body: dict[str, Any] = {
@@ -702,6 +733,12 @@ class Watch:
             n.close(timeout)
         if self.bus.client is not None:
             self.bus.client.close()
+
+
+def _trace_file() -> Any:
+    """``HOTKEYD_WATCH_TRACE``'s file, line-buffered (None: no trace)."""
+    path = os.environ.get("HOTKEYD_WATCH_TRACE", "")
+    return open(path, "a", buffering=1) if path else None
 
 
 def _node_url(url: str, host: str, port: int) -> str:

@@ -117,13 +117,14 @@ class Daemon(DaemonProcess):
     """``hotkeyd run`` on a source, as the loop scenarios deploy it (started at once)."""
 
     def __init__(
-        self, source: str, redis_url: str, ns: Namespace, rules: Path, instance: str
-    ) -> None:
+        self, source: str, redis_url: str, ns: Namespace, rules: Path, instance: str,
+        env: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(
             "-s", source, "--redis-url", redis_url, "--namespace", ns.prefix,
             "--rules", str(rules), "--instance", instance, "--window", str(WINDOW),
             *(["--sharded-pubsub"] if ns.sharded else []),
-            stdin=False, capture=False, log_level="warning",
+            stdin=False, capture=False, log_level="warning", env=env,
         )  # fmt: skip
         self.instance = instance
         self.start(wait=False)

@@ -29,6 +29,7 @@ the Redis reads of hot keys beyond one re-read per app per write.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import math
@@ -462,6 +463,7 @@ class RunResult:
     timeline: Timeline
     t_start: int  # CLOCK_MONOTONIC ns of the timeline's 0
     fault_times: dict[str, int]
+    trace: Path | None = None  # the daemon's HOTKEYD_WATCH_TRACE
 
 
 def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
@@ -482,7 +484,9 @@ def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
         seed.close()
         rules = tmp / "rules.toml"
         rules.write_text(RULES)
-        daemon = Daemon(topo.monitor, topo.url, ns, rules, f"stale-{unique}")
+        trace = tmp / "watch-trace.log"  # the daemon's watch: when it read each push, published
+        daemon = Daemon(topo.monitor, topo.url, ns, rules, f"stale-{unique}",
+                        env={"HOTKEYD_WATCH_TRACE": str(trace)})  # fmt: skip
         stack.callback(_stop_daemon, daemon)
         _wait(daemon.healthy, 30, "daemon healthy")
         plan = Timeline.plan(seconds, topo.single, kinds, faults)
@@ -527,7 +531,7 @@ def run(topology: str, tmp: Path, unique: str, seconds: float, rate: float,
             for w in writers.writes:
                 f.write(f"{w.key} {w.gen} {w.t0} {w.t1} {w.kind} {w.phase} {int(w.deletion)}\n")
         return RunResult(topology, list(langs), keys, writers.writes, {r.lang: r.log for r in readers},
-                         done, writers.errors, plan, t_start, fault_times)  # fmt: skip
+                         done, writers.errors, plan, t_start, fault_times, trace)  # fmt: skip
     raise AssertionError("unreachable")
 
 
@@ -597,6 +601,7 @@ class LangStats:
     absent: int = 0
     errors: int = 0
     lags: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    lag_of: dict[tuple[int, int], float] = field(default_factory=dict)  # (key, gen) -> s
 
 
 class Report:
@@ -659,8 +664,80 @@ class Report:
                         continue
                     older_last = prefix[g] if g < len(prefix) else m
                     st.lags[w.kind].append(max(0.0, (older_last - w.t1) / 1e9))
+                    st.lag_of[k, g] = st.lags[w.kind][-1]
             st.hot_redis_excess = st.hot_redis - share_writes
             self.langs[lang] = st
+        self.stages = self._stages()
+
+    def _stages(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """(key, gen) of each quiet write -> when the daemon's watch read its tracking push
+        and when its invalidation PUBLISH returned (CLOCK_MONOTONIC ns), from the trace."""
+        res = self.res
+        if res.trace is None or not res.trace.exists():
+            return {}
+        index = {k.encode().hex(): i for i, k in enumerate(res.keys)}
+        per: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        with res.trace.open() as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 5 and p[1] == "write" and p[4] in index:
+                    per[index[p[4]]].append((int(p[2]), int(p[3])))
+        out: dict[tuple[int, int], tuple[int, int]] = {}
+        for k, ws in self.by_key.items():
+            pushes = sorted(per.get(k, []))
+            starts = [t for t, _ in pushes]
+            for g, w in ws.items():
+                if not w.phase.startswith("quiet:"):
+                    continue
+                nxt = ws.get(g + 1)
+                i = bisect.bisect_left(starts, w.t0)
+                if i < len(pushes) and (nxt is None or pushes[i][0] < nxt.t0):
+                    out[k, g] = pushes[i]
+        return out
+
+    def stage_text(self) -> list[str]:
+        """Each quiet write's delay split into stages: the write returned -> the daemon's
+        watch read the tracking push -> its PUBLISH returned -> the app's last read of the
+        old copy (its read interval per key, ~2.4 ms, bounds that last stage's resolution).
+        The tail (lag >= the kind's p99 in that language) is attributed to the stages."""
+        if not self.stages:
+            return []
+        out = ["  stages (quiet writes; write returned -> daemon read the push -> daemon "
+               "published -> app's last read of the old copy), ms p50/p99/max:"]  # fmt: skip
+
+        def ms(xs: list[float]) -> str:
+            qs = (_pct(xs, 0.5), _pct(xs, 0.99), max(xs, default=0.0))
+            return "/".join(f"{q * 1000:.1f}" for q in qs)
+
+        kinds = sorted({w.kind for ws in self.by_key.values() for w in ws.values()
+                        if w.phase.startswith("quiet:") and w.kind in QUIET_KINDS})  # fmt: skip
+        for kind in kinds:
+            writes = [(k, g, w) for k, ws in self.by_key.items() for g, w in ws.items()
+                      if w.phase == f"quiet:{kind}" and w.kind == kind
+                      and k < len(self.res.keys) - 1]  # fmt: skip
+            traced = [(k, g, w, self.stages[k, g]) for k, g, w in writes if (k, g) in self.stages]
+            push = [max(0, p - w.t1) / 1e9 for _, _, w, (p, _) in traced]
+            pub = [(q - p) / 1e9 for _, _, _, (p, q) in traced]
+            out.append(f"    {kind:7} daemon read the push {ms(push)}, published +{ms(pub)} "
+                       f"(traced {len(traced)}/{len(writes)} writes)")  # fmt: skip
+            for lang, st in self.langs.items():
+                rows = []
+                for k, g, w, (p, q) in traced:
+                    lag = st.lag_of.get((k, g))
+                    if lag is None:
+                        continue
+                    a, b = max(0, p - w.t1) / 1e9, (q - p) / 1e9
+                    rows.append((lag, a, b, max(0.0, lag - a - b)))
+                if not rows:
+                    continue
+                cut = _pct([r[0] for r in rows], 0.99)
+                tail = [r for r in rows if r[0] >= cut and r[0] > 0]
+                tot = sum(r[1] + r[2] + r[3] for r in tail) or 1.0
+                share = ", ".join(f"{name} {sum(r[i] for r in tail) / tot:.0%}"
+                                  for i, name in ((1, "push"), (2, "publish"), (3, "app")))  # fmt: skip
+                out.append(f"      {lang:13} app after publish {ms([r[3] for r in rows])} | tail "
+                           f"(lag >= p99 {cut * 1000:.1f} ms, n={len(tail)}): {share}")  # fmt: skip
+        return out
 
     def _phase_at(self, t: int) -> str:
         rel = (t - self.res.t_start) / 1e9
@@ -711,6 +788,7 @@ class Report:
             if faults:
                 out.append("      writes during faults, worst: " + ", ".join(
                     f"{ph[6:]} {w * 1000:.1f} ms" for ph, w in sorted(faults.items())))  # fmt: skip
+        out += self.stage_text()
         for name, kinds in (("direct (direct/cli/lua)", DIRECT_KINDS), ("sdk", ("sdk",))):
             lags = self.lags(kinds)
             out.append(

@@ -17,12 +17,18 @@ import java.util.function.Function;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import redis.clients.jedis.BuilderFactory;
+import redis.clients.jedis.CommandArguments;
+import redis.clients.jedis.CommandObject;
+import redis.clients.jedis.Connection;
 import redis.clients.jedis.JedisCluster;
 import redis.clients.jedis.Pipeline;
 import redis.clients.jedis.Protocol;
 import redis.clients.jedis.Response;
 import redis.clients.jedis.UnifiedJedis;
+import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.params.SetParams;
+import redis.clients.jedis.util.JedisClusterCRC16;
 
 /**
  * Wraps the app's Jedis client ({@code JedisPooled}, {@code JedisCluster}, any {@code
@@ -735,7 +741,17 @@ public final class HotCache implements AutoCloseable {
 
   /** PUBLISH, or SPUBLISH when the deployment uses sharded pub/sub. */
   private void publish(byte[] channel, byte[] payload) {
-    if (!namespace.sharded()) {
+    if (!namespace.sharded() && jedis instanceof JedisCluster cluster) {
+      // On the primary that owns the invalidation channel's slot, where every SDK subscribes:
+      // Jedis sends a PUBLISH to any node, and from there it crosses the cluster bus (Nagle
+      // on Redis 7.0's outgoing links: up to 40 ms more).
+      try (Connection conn = cluster.getConnectionFromSlot(JedisClusterCRC16.getSlot(invalidateChannelBytes))) {
+        conn.executeCommand(new CommandObject<>(
+            new CommandArguments(Protocol.Command.PUBLISH).add(channel).add(payload), BuilderFactory.LONG));
+      } catch (JedisConnectionException e) {
+        jedis.publish(channel, payload); // the home node failed: any node, with Jedis' retries
+      }
+    } else if (!namespace.sharded()) {
       jedis.publish(channel, payload);
     } else if (jedis instanceof JedisCluster cluster) {
       cluster.spublish(channel, payload); // to the node serving the channel's slot

@@ -19,6 +19,7 @@ import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.JedisPubSubBase;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.exceptions.JedisException;
+import redis.clients.jedis.util.JedisClusterCRC16;
 
 /**
  * Keeps a {@link HotSet} current from the daemon's channel, on a background thread.
@@ -338,7 +339,7 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
           pubsub = ps;
           // blocks until unsubscribed (with sharded pub/sub the heartbeats have a thread of
           // their own: runSharded)
-          jedis.subscribe(ps, eventsChannel, invalidateChannel, watchChannel);
+          subscribe(ps);
         } else {
           sps = new ShardedPubSub(events, backoff);
           shardedSubs.add(sps);
@@ -501,6 +502,22 @@ public final class Subscriber extends SubscriberCore implements AutoCloseable {
     } catch (ReflectiveOperationException | RuntimeException e) {
       LOG.error("this Jedis hides the subscription's connection: half-open detection is off", e);
       return null;
+    }
+  }
+
+  /**
+   * SUBSCRIBE to the three channels. On a Cluster, on the primary that owns the invalidation
+   * channel's slot, where the daemon and the SDKs publish (Jedis would pick a random node:
+   * a message published on another one crosses the cluster bus, whose links Redis 7.0 leaves
+   * with Nagle's algorithm on, up to 40 ms later).
+   */
+  private void subscribe(PubSub ps) {
+    if (jedis instanceof JedisCluster cluster) {
+      try (Connection conn = cluster.getConnectionFromSlot(JedisClusterCRC16.getSlot(invalidateChannel))) {
+        ps.proceed(conn, invalidateChannel, eventsChannel, watchChannel);
+      }
+    } else {
+      jedis.subscribe(ps, eventsChannel, invalidateChannel, watchChannel);
     }
   }
 

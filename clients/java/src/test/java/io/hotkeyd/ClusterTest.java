@@ -7,7 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.Jedis;
 import redis.clients.jedis.JedisCluster;
+import redis.clients.jedis.exceptions.JedisMovedDataException;
 import redis.clients.jedis.util.JedisClusterCRC16;
 
 /** The client on a real 3-primary Redis Cluster through JedisCluster. */
@@ -47,6 +50,55 @@ class ClusterTest {
       d.publish(FakeDaemon.hot("item:3", 60_000));
       await(() -> one.hotset().isHot(KeyId.of("item:3")), "events from any node");
     }
+  }
+
+  /**
+   * Subscriber and publisher meet on the invalidation channel's slot owner (a message sent
+   * elsewhere crosses the cluster bus: Nagle on Redis 7.0's outgoing links, ~40 ms).
+   */
+  @Test
+  void plainPubSubMeetsOnTheInvalidationChannelsSlotOwner() throws Exception {
+    Namespace ns = Namespace.of("home-" + System.nanoTime());
+    FakeDaemon d = new FakeDaemon(jedis, ns, "d1");
+    d.snapshot(FakeDaemon.hot("hitem:1", 60_000));
+    try (HotCache one = HotCache.builder(jedis).namespace(ns).build().start()) {
+      HostAndPort home = null;
+      long subs = 0;
+      java.util.Map<HostAndPort, Long> before = new java.util.HashMap<>();
+      for (HostAndPort hp : cluster.hosts()) {
+        try (Jedis n = new Jedis(hp)) {
+          try {
+            n.get(ns.invalidateChannel()); // the channel's name as a key: MOVED elsewhere
+            home = hp;
+          } catch (JedisMovedDataException e) {
+            // not the owner
+          }
+          long c = n.pubsubNumSub(ns.invalidateChannel()).get(ns.invalidateChannel());
+          subs += c;
+          before.put(hp, publishCalls(n));
+        }
+      }
+      assertTrue(home != null);
+      try (Jedis n = new Jedis(home)) {
+        assertEquals(1L, n.pubsubNumSub(ns.invalidateChannel()).get(ns.invalidateChannel()));
+      }
+      assertEquals(1L, subs, "one subscription, on the slot owner");
+      one.set("hitem:1", "v");
+      for (HostAndPort hp : cluster.hosts()) {
+        try (Jedis n = new Jedis(hp)) {
+          assertEquals(hp.equals(home) ? 1L : 0L, publishCalls(n) - before.get(hp), "PUBLISH on " + hp);
+        }
+      }
+    }
+  }
+
+  private static long publishCalls(Jedis n) {
+    for (String line : n.info("commandstats").split("\r?\n")) {
+      if (line.startsWith("cmdstat_publish:calls=")) {
+        return Long.parseLong(line.substring("cmdstat_publish:calls=".length()).split(",")[0]);
+      }
+    }
+    return 0;
   }
 
   @Test
