@@ -69,8 +69,16 @@ def test_overload_sheds_by_time_slices_and_still_detects(
     # The capacity run may not shed: a loaded machine can take longer than --max-lag to
     # produce the backlog, and records older than that are skipped, never counted.
     with Daemon(
-        "-s", url, "--redis-url", redis_server.url, "--channel", f"{channel}:cap",
-        "--max-lag", "3600", "--rules", str(_rules(tmp_path, 1.0)),
+        "-s",
+        url,
+        "--redis-url",
+        redis_server.url,
+        "--channel",
+        f"{channel}:cap",
+        "--max-lag",
+        "3600",
+        "--rules",
+        str(_rules(tmp_path, 1.0)),
     ) as d:
         total = backlog * PER_RECORD
         first = None
