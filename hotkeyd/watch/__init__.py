@@ -55,6 +55,7 @@ HEARTBEAT_INTERVAL = 0.1
 TOPOLOGY_REFRESH = 5.0
 """Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 _ARM_BATCH = 256  # keys armed per round trip
+_PING = b"*1\r\n$4\r\nPING\r\n"  # packed once: sent at every heartbeat
 REARM_SPACING = 0.05
 """Seconds between two re-arms of one key. A tracking table smaller than the hot set
 (``tracking-table-max-keys``) makes each re-arm evict another key, which Redis reports
@@ -106,6 +107,8 @@ class _Bus:
         self.cmd = publish_command(namespace.sharded)
         self.warn = RateLimitedLog(logger)
         self._lock = threading.Lock()
+        self._local = threading.local()  # each watch thread's own bus connection
+        self._conns: list[Any] = []
 
     def _client(self) -> Any:
         # SPUBLISH must reach the shard that owns the channel's slot: on a cluster bus that
@@ -121,11 +124,46 @@ class _Bus:
         if self.auth is not None:
             body = self.auth.sign(body)
         try:
-            self._client().execute_command(self.cmd, channel, body)
+            if self.client is None or self.namespace.sharded:
+                self._client().execute_command(self.cmd, channel, body)
+            else:
+                self._send_direct(channel, body)
             return True
         except (redis.RedisError, OSError) as exc:
             self.warn(logging.WARNING, "watch: publishing on %s failed: %s", channel, exc)
             return False
+
+    def _send_direct(self, channel: str, body: bytes) -> None:
+        """One PUBLISH on this thread's own connection to the bus (issue 27).
+
+        Every node's watch sends ten heartbeats a second: through the client's pool
+        each cost a checkout (lock, a liveness probe of the connection), the command
+        machinery and a release, most of an idle daemon's CPU. A connection per watch
+        thread needs none of it. A connection the server closed (``timeout``, a
+        restart) is retried once on a fresh one, as the client's own retry would.
+        """
+        conn: Any = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.client.connection_pool.make_connection()
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        packed = conn.pack_command(self.cmd, channel, body)
+        try:
+            conn.send_packed_command(packed, check_health=False)
+            conn.read_response()
+        except redis.ConnectionError:
+            conn.disconnect()
+            conn.send_packed_command(packed, check_health=False)  # reconnects
+            conn.read_response()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.disconnect()
+        if self.client is not None:
+            self.client.close()
 
 
 class NodeWatch:
@@ -175,6 +213,8 @@ class NodeWatch:
         self._warn = RateLimitedLog(logger)
         self._client: Any = None
         self._conn: Any = None
+        self._beat_state: tuple[Any, ...] | None = None
+        self._beat_parts = ("", "")
         self._thread = threading.Thread(target=self._run, name=f"hotkeyd-watch-{node}", daemon=True)
 
     # -- called from the daemon's loop (never blocks) ----------------------------------
@@ -235,7 +275,7 @@ class NodeWatch:
                     # A round trip first: a half-open connection blocks here (socket
                     # timeout), so its heartbeats stop and strict apps stop serving
                     # within their lease instead of trusting a dead watch.
-                    self._conn.send_command("PING")
+                    self._conn.send_packed_command([_PING], check_health=False)
                     self._conn.read_response()
                     self._heartbeat()
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
@@ -436,21 +476,29 @@ class NodeWatch:
                 self.wm.invalidations.labels(node=self.node, cause=cause).inc(len(chunk))
 
     def _heartbeat(self) -> None:
-        body: dict[str, Any] = {
-            "v": 1,
-            "instance": self.origin,
-            "node": self.node,
-            "epoch": self.epoch,
-            "up": self.connected,
-            "keys": len(self._armed),
-            "armed": self.armed_seq if self.connected else 0,
-            "ts": round(time.time(), 3),
-        }
-        if self.slots is not None:
-            body["slots"] = [[lo, hi] for lo, hi in self.slots]
+        # The body is built once per state (epoch, up, keys, armed, slots) and only the
+        # time is formatted per beat: ten beats a second per node (issue 27).
+        state = (self.epoch, self.connected, len(self._armed), self.armed_seq, self.slots)
+        if state != self._beat_state:
+            body: dict[str, Any] = {
+                "v": 1,
+                "instance": self.origin,
+                "node": self.node,
+                "epoch": self.epoch,
+                "up": self.connected,
+                "keys": len(self._armed),
+                "armed": self.armed_seq if self.connected else 0,
+                "ts": 0.0,
+            }
+            if self.slots is not None:
+                body["slots"] = [[lo, hi] for lo, hi in self.slots]
+            head, _, tail = json.dumps(body, separators=(",", ":")).partition('"ts":0.0')
+            self._beat_parts = (head + '"ts":', tail)
+            self._beat_state = state
+        head, tail = self._beat_parts
         self.bus.send(
             self.bus.namespace.watch_channel,
-            json.dumps(body, separators=(",", ":")).encode("utf-8"),
+            (head + repr(round(time.time(), 3)) + tail).encode("utf-8"),
         )
 
 
@@ -587,8 +635,7 @@ class Watch:
     def close(self, timeout: float = 2.0) -> None:
         for n in self.nodes:
             n.close(timeout)
-        if self.bus.client is not None:
-            self.bus.client.close()
+        self.bus.close()
 
 
 def _node_url(url: str, host: str, port: int) -> str:
