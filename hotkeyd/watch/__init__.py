@@ -120,20 +120,26 @@ class _Bus:
                 self.client = open_client(self.url, socket_timeout=2.0)
             return self.client
 
-    def send(self, channel: str, body: bytes) -> bool:
+    def send(self, channel: str, body: bytes, *, wait: bool = True) -> bool:
+        """PUBLISH ``body`` (signed); False (logged) when it failed.
+
+        ``wait=False`` (heartbeats) leaves the reply unread until this thread's next
+        send: the beat leaves at once all the same, and the watch thread sleeps once
+        less per beat (a publish that failed is logged one beat later).
+        """
         if self.auth is not None:
             body = self.auth.sign(body)
         try:
             if self.client is None or self.namespace.sharded:
                 self._client().execute_command(self.cmd, channel, body)
             else:
-                self._send_direct(channel, body)
+                self._send_direct(channel, body, wait)
             return True
         except (redis.RedisError, OSError) as exc:
             self.warn(logging.WARNING, "watch: publishing on %s failed: %s", channel, exc)
             return False
 
-    def _send_direct(self, channel: str, body: bytes) -> None:
+    def _send_direct(self, channel: str, body: bytes, wait: bool) -> None:
         """One PUBLISH on this thread's own connection to the bus (issue 27).
 
         Every node's watch sends ten heartbeats a second: through the client's pool
@@ -142,20 +148,34 @@ class _Bus:
         thread needs none of it. A connection the server closed (``timeout``, a
         restart) is retried once on a fresh one, as the client's own retry would.
         """
-        conn: Any = getattr(self._local, "conn", None)
+        local = self._local
+        conn: Any = getattr(local, "conn", None)
         if conn is None:
-            conn = self.client.connection_pool.make_connection()
-            self._local.conn = conn
+            conn = local.conn = self.client.connection_pool.make_connection()
+            local.unread = False
             with self._lock:
                 self._conns.append(conn)
+        if local.unread:  # the last heartbeat's reply: long arrived, read without waiting
+            local.unread = False
+            try:
+                conn.read_response()
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                conn.disconnect()
+            except redis.RedisError as exc:
+                self.warn(logging.WARNING, "watch: publishing a heartbeat failed: %s", exc)
         packed = conn.pack_command(self.cmd, channel, body)
-        try:
-            conn.send_packed_command(packed, check_health=False)
-            conn.read_response()
-        except redis.ConnectionError:
-            conn.disconnect()
-            conn.send_packed_command(packed, check_health=False)  # reconnects
-            conn.read_response()
+        for retry in (False, True):
+            try:
+                conn.send_packed_command(packed, check_health=False)  # (re)connects
+                if wait:
+                    conn.read_response()
+                else:
+                    local.unread = True
+                return
+            except redis.ConnectionError:
+                conn.disconnect()
+                if retry:
+                    raise
 
     def close(self) -> None:
         with self._lock:
@@ -499,6 +519,7 @@ class NodeWatch:
         self.bus.send(
             self.bus.namespace.watch_channel,
             (head + repr(round(time.time(), 3)) + tail).encode("utf-8"),
+            wait=False,
         )
 
 
