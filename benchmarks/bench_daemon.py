@@ -100,12 +100,16 @@ def _daemon(
 
 
 _THREAD_NAMES = """
-import json, sys, threading, time
+import json, os, sys, threading, time
 _path = sys.argv.pop(1)
 def _dump():
-    time.sleep(1.5)
-    names = {t.native_id: t.name for t in threading.enumerate()}
-    open(_path, "w").write(json.dumps(names))
+    names = {}
+    while True:  # every thread the daemon ever had, also one started late
+        time.sleep(0.5)
+        names.update({t.native_id: t.name for t in threading.enumerate()})
+        with open(_path + ".tmp", "w") as f:
+            f.write(json.dumps(names))
+        os.replace(_path + ".tmp", _path)
 threading.Thread(target=_dump, daemon=True).start()
 from hotkeyd.cli import main
 sys.argv[0] = "hotkeyd"
@@ -123,6 +127,22 @@ def _thread_cpu(pid: int) -> dict[int, float]:
         with contextlib.suppress(FileNotFoundError, ProcessLookupError):
             out[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
     return {k: v / 1e9 for k, v in out.items()}
+
+
+def _wait_healthy(port: int, timeout: float = 60.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon did not come up within {timeout:g} s")
+        time.sleep(0.1)
 
 
 def _thread_group(name: str) -> str:
@@ -147,7 +167,8 @@ def bench_idle(
     if build:
         env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-c", _THREAD_NAMES, str(tmp / "threads.json"), "run"]
-    cmd += ["--rules", str(rules), "--http-port", str(free_port()), "--log-level", "WARNING"]
+    port = free_port()
+    cmd += ["--rules", str(rules), "--http-port", str(port), "--log-level", "WARNING"]
     with contextlib.ExitStack() as stack:
         if redis:
             rs = stack.enter_context(RedisServer())
@@ -156,7 +177,8 @@ def bench_idle(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, cwd=build or None
         )
         try:
-            time.sleep(2.0)  # start-up
+            _wait_healthy(port)  # start-up (slow on a loaded box) is not idle time
+            time.sleep(1.0)
             c0, t0 = _thread_cpu(proc.pid), time.monotonic()
             time.sleep(seconds)
             c1, elapsed = _thread_cpu(proc.pid), time.monotonic() - t0
