@@ -4,7 +4,7 @@
     python benchmarks/bench_daemon.py --only latency --bursts 100
     python benchmarks/bench_daemon.py --only latency --background 1000000 --random-phase \\
         --baseline ../main      # 1M keys/s of uniform background, beside main's build
-    python benchmarks/bench_daemon.py --only idle --baseline ../main
+    python benchmarks/bench_daemon.py --only idle --idle-repeats 5 --baseline ../main
     python benchmarks/bench_daemon.py --only throughput --events 10000000 --repeats 3
     python benchmarks/bench_daemon.py --only false-alarms --seconds 60
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import statistics
@@ -98,35 +99,97 @@ def _daemon(
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, env=env, cwd=build or None)
 
 
-def bench_idle(build: str | None, seconds: float, *, redis: bool = True) -> float:
-    """Share of one core a daemon with no input uses (stdin open, nothing written).
+_THREAD_NAMES = """
+import json, os, sys, threading, time
+_path = sys.argv.pop(1)
+def _dump():
+    names = {}
+    while True:  # every thread the daemon ever had, also one started late
+        time.sleep(0.5)
+        names.update({t.native_id: t.name for t in threading.enumerate()})
+        with open(_path + ".tmp", "w") as f:
+            f.write(json.dumps(names))
+        os.replace(_path + ".tmp", _path)
+threading.Thread(target=_dump, daemon=True).start()
+from hotkeyd.cli import main
+sys.argv[0] = "hotkeyd"
+main()
+"""
+"""``hotkeyd``'s CLI, plus a thread that writes the daemon's thread names to a file, so
+the idle CPU can be broken down by thread (the OS sees every Python thread as
+``python``)."""
+
+
+def _thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of ``pid`` (schedstat: nanoseconds, not 10 ms ticks)."""
+    out: dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            out[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+    return {k: v / 1e9 for k, v in out.items()}
+
+
+def _wait_healthy(port: int, timeout: float = 60.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon did not come up within {timeout:g} s")
+        time.sleep(0.1)
+
+
+def _thread_group(name: str) -> str:
+    if name.startswith("hotkeyd-watch-") and name != "hotkeyd-watch-topology":
+        return "watch"
+    return "main loop" if name == "MainThread" else "other"
+
+
+def bench_idle(
+    build: str | None, seconds: float, *, redis: bool = True
+) -> tuple[float, dict[str, float]]:
+    """Share of one core a daemon with no input uses (stdin open, nothing written), and
+    that share by thread group (the watch's threads, the main loop, the rest).
 
     ``redis``: publish to a real redis-server (the default setup: publisher heartbeats
     and the watch with its 100 ms heartbeats); without it the daemon writes to stdout.
     """
-    rules = Path(tempfile.mkdtemp()) / "rules.toml"
+    tmp = Path(tempfile.mkdtemp())
+    rules = tmp / "rules.toml"
     rules.write_text("[default]\nthreshold = 1000\nttl = 1.0\ncooldown = 0.5\n")
+    env = dict(os.environ)
+    if build:
+        env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-c", _THREAD_NAMES, str(tmp / "threads.json"), "run"]
+    port = free_port()
+    cmd += ["--rules", str(rules), "--http-port", str(port), "--log-level", "WARNING"]
     with contextlib.ExitStack() as stack:
         if redis:
             rs = stack.enter_context(RedisServer())
-            proc = _daemon(build, rs.url, "bench:idle", rules)
-        else:
-            env = dict(os.environ)
-            if build:
-                env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
-            cmd = [sys.executable, "-m", "hotkeyd", "run", "--rules", str(rules)]
-            cmd += ["--http-port", str(free_port()), "--log-level", "WARNING"]
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, cwd=build or None
-            )
+            cmd += ["--redis-url", rs.url, "--channel", "bench:idle"]
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, cwd=build or None
+        )
         try:
-            time.sleep(2.0)  # start-up
-            c0, t0 = _cpu_seconds(proc.pid), time.monotonic()
+            _wait_healthy(port)  # start-up (slow on a loaded box) is not idle time
+            time.sleep(1.0)
+            c0, t0 = _thread_cpu(proc.pid), time.monotonic()
             time.sleep(seconds)
-            return (_cpu_seconds(proc.pid) - c0) / (time.monotonic() - t0)
+            c1, elapsed = _thread_cpu(proc.pid), time.monotonic() - t0
+            names = {int(k): v for k, v in json.loads((tmp / "threads.json").read_text()).items()}
         finally:
             proc.terminate()
             proc.wait(20)
+    groups = {"watch": 0.0, "main loop": 0.0, "other": 0.0}
+    for tid, cpu in c1.items():
+        groups[_thread_group(names.get(tid, ""))] += (cpu - c0.get(tid, 0.0)) / elapsed
+    return sum(groups.values()), groups
 
 
 def bench_latency(
@@ -362,6 +425,7 @@ def main() -> None:
         "worktree of main), interleaved, and print both side by side",
     )
     ap.add_argument("--idle-seconds", type=float, default=10.0)
+    ap.add_argument("--idle-repeats", type=int, default=3, help="idle: interleaved rounds")
     args = ap.parse_args()
     print(f"# hotkeyd daemon benchmarks (sketch: {IMPLEMENTATION}, cpus: {os.cpu_count()})\n")
     builds = [("this build", None)] + ([("baseline", args.baseline)] if args.baseline else [])
@@ -402,14 +466,24 @@ def main() -> None:
             )
         print()
     if args.only in (None, "idle"):
-        print(f"## Idle daemon (no input, {args.idle_seconds:g} s)\n")
-        print("| build | output | CPU (share of one core) | target |")
-        print("|---|---|---|---|")
+        reps = args.idle_repeats
+        print(f"## Idle daemon (no input, {args.idle_seconds:g} s, median of {reps} rounds)\n")
+        print("| build | output | CPU (share of one core) | watch threads | main loop | other "
+              "| rounds | target |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
         for redis in (True, False):
-            for name, build in builds:  # builds interleaved, per setup
-                cpu = bench_idle(build, args.idle_seconds, redis=redis)
-                out = "Redis (publisher + watch)" if redis else "stdout"
-                print(f"| {name} | {out} | {cpu * 100:.2f} % | < 1 % |", flush=True)
+            runs: dict[str, list[tuple[float, dict[str, float]]]] = {n: [] for n, _ in builds}
+            for rnd in range(reps):  # builds interleaved, alternating order, per setup
+                for name, build in builds if rnd % 2 == 0 else builds[::-1]:
+                    runs[name].append(bench_idle(build, args.idle_seconds, redis=redis))
+            out = "Redis (publisher + watch)" if redis else "stdout"
+            for name, _ in builds:
+                tot = statistics.median(t for t, _ in runs[name])
+                g = {k: statistics.median(r[1][k] for r in runs[name]) for k in runs[name][0][1]}
+                rounds = ", ".join(f"{t * 100:.2f}" for t, _ in runs[name])
+                print(f"| {name} | {out} | {tot * 100:.2f} % | {g['watch'] * 100:.2f} % "
+                      f"| {g['main loop'] * 100:.2f} % | {g['other'] * 100:.2f} % | {rounds} "
+                      f"| < 1 % |", flush=True)  # fmt: skip
         print()
     if args.only in (None, "throughput"):
         r = bench_throughput(args.events, args.repeats, args.alpha)

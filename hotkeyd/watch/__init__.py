@@ -79,6 +79,7 @@ HEARTBEAT_INTERVAL = 0.1
 TOPOLOGY_REFRESH = 5.0
 """Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 _ARM_BATCH = 256  # keys armed per round trip
+_PING = b"*1\r\n$4\r\nPING\r\n"  # packed once: sent at every heartbeat
 REARM_SPACING = 0.05
 """Seconds between two re-arms of one key. A tracking table smaller than the hot set
 (``tracking-table-max-keys``) makes each re-arm evict another key, which Redis reports
@@ -131,6 +132,8 @@ class _Bus:
         self.cmd = publish_command(namespace.sharded)
         self.warn = RateLimitedLog(logger)
         self._lock = threading.Lock()
+        self._local = threading.local()  # each watch thread's own bus connection
+        self._conns: list[Any] = []
 
     def _client(self) -> Any:
         # SPUBLISH must reach the shard that owns the channel's slot, and a PUBLISH is
@@ -143,23 +146,79 @@ class _Bus:
                 self.client = open_client(self.url, socket_timeout=2.0)
             return self.client
 
-    def send(self, channel: str, body: bytes) -> bool:
+    def send(self, channel: str, body: bytes, *, wait: bool = True) -> bool:
+        """PUBLISH ``body`` (signed); False (logged) when it failed.
+
+        ``wait=False`` (heartbeats) leaves the reply unread until this thread's next
+        send: the beat leaves at once all the same, and the watch thread sleeps once
+        less per beat (a publish that failed is logged one beat later).
+        """
         if self.auth is not None:
             body = self.auth.sign(body)
         try:
             client = self._client()
-            if not self.namespace.sharded and is_cluster(client):
+            if self.namespace.sharded:
+                client.execute_command(self.cmd, channel, body)
+            elif is_cluster(client):
                 home = pubsub_node(client, self.namespace.invalidate_channel)
                 try:
                     client.execute_command(self.cmd, channel, body, target_nodes=home)
                     return True
                 except (redis.ConnectionError, redis.TimeoutError):
                     pass  # the home node failed: routed by slot below (retries, new topology)
-            client.execute_command(self.cmd, channel, body)
+                client.execute_command(self.cmd, channel, body)
+            else:
+                self._send_direct(channel, body, wait)
             return True
         except (redis.RedisError, OSError) as exc:
             self.warn(logging.WARNING, "watch: publishing on %s failed: %s", channel, exc)
             return False
+
+    def _send_direct(self, channel: str, body: bytes, wait: bool) -> None:
+        """One PUBLISH on this thread's own connection to the bus (issue 27).
+
+        Every node's watch sends ten heartbeats a second: through the client's pool
+        each cost a checkout (lock, a liveness probe of the connection), the command
+        machinery and a release, most of an idle daemon's CPU. A connection per watch
+        thread needs none of it. A connection the server closed (``timeout``, a
+        restart) is retried once on a fresh one, as the client's own retry would.
+        """
+        local = self._local
+        conn: Any = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = self.client.connection_pool.make_connection()
+            local.unread = False
+            with self._lock:
+                self._conns.append(conn)
+        if local.unread:  # the last heartbeat's reply: long arrived, read without waiting
+            local.unread = False
+            try:
+                conn.read_response()
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                conn.disconnect()
+            except redis.RedisError as exc:
+                self.warn(logging.WARNING, "watch: publishing a heartbeat failed: %s", exc)
+        packed = conn.pack_command(self.cmd, channel, body)
+        for retry in (False, True):
+            try:
+                conn.send_packed_command(packed, check_health=False)  # (re)connects
+                if wait:
+                    conn.read_response()
+                else:
+                    local.unread = True
+                return
+            except redis.ConnectionError:
+                conn.disconnect()
+                if retry:
+                    raise
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.disconnect()
+        if self.client is not None:
+            self.client.close()
 
 
 class NodeWatch:
@@ -219,6 +278,8 @@ class NodeWatch:
         self._warn = RateLimitedLog(logger)
         self._client: Any = None
         self._conn: Any = None
+        self._beat_state: tuple[Any, ...] | None = None
+        self._beat_parts = ("", "")
         self._thread = threading.Thread(target=self._run, name=f"hotkeyd-watch-{node}", daemon=True)
 
     # -- called from the daemon's loop (never blocks) ----------------------------------
@@ -319,7 +380,7 @@ class NodeWatch:
     def _round_trip(self) -> None:
         """PING, or on a cluster CLUSTER SLOTS: the node still owns its claimed slots."""
         if self.on_slots is None:
-            self._conn.send_command("PING")
+            self._conn.send_packed_command([_PING], check_health=False)
             self._conn.read_response()
             return
         self._conn.send_command("CLUSTER", "SLOTS")
@@ -554,21 +615,30 @@ class NodeWatch:
                     ))  # fmt: skip
 
     def _heartbeat(self) -> None:
-        body: dict[str, Any] = {
-            "v": 1,
-            "instance": self.origin,
-            "node": self.node,
-            "epoch": self.epoch,
-            "up": self.connected,
-            "keys": len(self._armed),
-            "armed": self.armed_seq if self.connected else 0,
-            "ts": round(time.time(), 3),
-        }
-        if self.slots is not None:
-            body["slots"] = [[lo, hi] for lo, hi in self.slots]
+        # The body is built once per state (epoch, up, keys, armed, slots) and only the
+        # time is formatted per beat: ten beats a second per node (issue 27).
+        state = (self.epoch, self.connected, len(self._armed), self.armed_seq, self.slots)
+        if state != self._beat_state:
+            body: dict[str, Any] = {
+                "v": 1,
+                "instance": self.origin,
+                "node": self.node,
+                "epoch": self.epoch,
+                "up": self.connected,
+                "keys": len(self._armed),
+                "armed": self.armed_seq if self.connected else 0,
+                "ts": 0.0,
+            }
+            if self.slots is not None:
+                body["slots"] = [[lo, hi] for lo, hi in self.slots]
+            head, _, tail = json.dumps(body, separators=(",", ":")).partition('"ts":0.0')
+            self._beat_parts = (head + '"ts":', tail)
+            self._beat_state = state
+        head, tail = self._beat_parts
         self.bus.send(
             self.bus.namespace.watch_channel,
-            json.dumps(body, separators=(",", ":")).encode("utf-8"),
+            (head + repr(round(time.time(), 3)) + tail).encode("utf-8"),
+            wait=False,
         )
 
 
@@ -731,8 +801,7 @@ class Watch:
     def close(self, timeout: float = 2.0) -> None:
         for n in self.nodes:
             n.close(timeout)
-        if self.bus.client is not None:
-            self.bus.client.close()
+        self.bus.close()
 
 
 def _trace_file() -> Any:
