@@ -148,9 +148,8 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
                     counted=settings.input_format == "counted",
                     follow=settings.follow,
                     max_line=settings.max_key_len + 32,
-                    # One batch per crossing check, with a margin so that the check after
-                    # each batch is never within CROSSING_EVERY of the one before.
-                    linger=1.2 * CROSSING_EVERY,
+                    # One batch per crossing check: an earlier ingest finds nothing sooner.
+                    linger=CROSSING_EVERY,
                 )
             )
         elif scheme in ("kafka", "kafkas", "kafka+ssl"):

@@ -516,6 +516,17 @@ class Detector:
             return TickResult(ts=wall, closed=closed, as_of=self._as_of)
         return self._flush(wall, closed)
 
+    def crossing_in(self) -> float:
+        """Seconds until :meth:`crossing` may check input not checked yet (inf: none is).
+
+        The service waits no longer than this for more input, so input that arrived within
+        ``CROSSING_EVERY`` of the last check is checked as soon as that interval is over,
+        not only after the next batch.
+        """
+        if not self._fresh:
+            return math.inf
+        return max(0.0, self._crossing_at + CROSSING_EVERY - self._clock.monotonic())
+
     def crossing(self) -> TickResult | None:
         """Announce the keys that crossed their threshold since the last evaluation.
 

@@ -133,3 +133,19 @@ def test_the_cheap_bound_changes_no_outcome(
         if fast.det.due() <= 0:
             assert fast.det.tick() == full.det.tick()
     assert announced >= 5 and fast.hot_keys() == full.hot_keys()
+
+
+def test_crossing_in_says_when_unchecked_input_may_be_checked(make_sim: MakeSim) -> None:
+    sim = make_sim(RULES)
+    assert sim.det.crossing_in() == math.inf  # no input
+    sim.det.ingest(Batch(keys=[b"a"], counts=[50], source="test"))
+    assert sim.det.crossing_in() == 0.0
+    assert sim.det.crossing() is None
+    assert sim.det.crossing_in() == math.inf  # checked
+    sim.clock.advance(detector_mod.CROSSING_EVERY / 5)
+    sim.det.ingest(Batch(keys=[b"a"], counts=[60], source="test"))
+    assert sim.det.crossing() is None  # within CROSSING_EVERY of the last check
+    assert sim.det.crossing_in() == pytest.approx(0.8 * detector_mod.CROSSING_EVERY)
+    sim.clock.advance(0.81 * detector_mod.CROSSING_EVERY)
+    assert sim.det.crossing_in() == 0.0
+    assert sim.det.crossing() is not None and sim.det.crossing_in() == math.inf
