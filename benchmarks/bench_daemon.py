@@ -4,6 +4,8 @@
     python benchmarks/bench_daemon.py --only latency --bursts 100
     python benchmarks/bench_daemon.py --only latency --background 1000000 --random-phase \\
         --baseline ../main      # 1M keys/s of uniform background, beside main's build
+    python benchmarks/bench_daemon.py --only latency --background 1000000 --random-phase \\
+        --bursts 20 --latency-repeats 4 --baseline ../main   # interleaved, CPU ratios
     python benchmarks/bench_daemon.py --only idle --idle-repeats 5 --baseline ../main
     python benchmarks/bench_daemon.py --only throughput --events 10000000 --repeats 3
     python benchmarks/bench_daemon.py --only false-alarms --seconds 60
@@ -254,6 +256,7 @@ def bench_latency(
         port = free_port()
         proc = _daemon(build, rs.url, channel, rules, port)
         assert proc.stdin is not None
+        stdin = proc.stdin
         time.sleep(1.5)
         sent: dict[bytes, float] = {}
         burst_rate = threshold * 10
@@ -293,8 +296,8 @@ def bench_latency(
                     if done_key == 0:
                         sent[key] = time.monotonic()
                     done_key = want_key
-                proc.stdin.write(lines)
-                proc.stdin.flush()
+                stdin.write(lines)
+                stdin.flush()
                 time.sleep(max(0.0, step - (time.monotonic() - now)))
 
         c0 = _cpu_seconds(proc.pid)
@@ -424,6 +427,12 @@ def main() -> None:
         help="latency/idle: also run the daemon of this checkout (built in place, e.g. a "
         "worktree of main), interleaved, and print both side by side",
     )
+    ap.add_argument(
+        "--latency-repeats",
+        type=int,
+        default=1,
+        help="latency: runs per build, interleaved (with --baseline: CPU ratio per repeat)",
+    )
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--idle-repeats", type=int, default=3, help="idle: interleaved rounds")
     args = ap.parse_args()
@@ -446,25 +455,38 @@ def main() -> None:
             "| background written | close-to-publish p99 |"
         )
         print("|---|---|---|---|---|---|---|---|---|---|")
-        for name, build in builds:
-            r = bench_latency(
-                args.bursts,
-                args.threshold,
-                args.burst_ms,
-                background=args.background,
-                bg_keys=args.bg_keys,
-                random_phase=args.random_phase,
-                build=build,
-                key_len=args.key_len,
-            )
-            print(
-                f"| {name} | {r['bursts']} | {r['missed']} | {r['p50_ms']:.0f} ms "
-                f"| {r['p90_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['max_ms']:.0f} ms "
-                f"| {r['cpu'] * 100:.1f} % | {r['bg_rate'] / 1e6:.2f} M lines/s "
-                f"| <= {r['publish_p99_ms']:g} ms |",
-                flush=True,
-            )
+        cpus: dict[str, list[float]] = {name: [] for name, _ in builds}
+        for rep in range(args.latency_repeats):
+            # Repeats alternate the order of the builds (the box's load drifts) and the seed.
+            order = builds if rep % 2 == 0 else builds[::-1]
+            for name, build in order:
+                r = bench_latency(
+                    args.bursts,
+                    args.threshold,
+                    args.burst_ms,
+                    background=args.background,
+                    bg_keys=args.bg_keys,
+                    random_phase=args.random_phase,
+                    build=build,
+                    key_len=args.key_len,
+                    seed=rep + 1,
+                )
+                cpus[name].append(r["cpu"] / max(r["bg_rate"], 1.0) * 1e6)
+                print(
+                    f"| {name} | {r['bursts']} | {r['missed']} | {r['p50_ms']:.0f} ms "
+                    f"| {r['p90_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['max_ms']:.0f} ms "
+                    f"| {r['cpu'] * 100:.1f} % | {r['bg_rate'] / 1e6:.2f} M lines/s "
+                    f"| <= {r['publish_p99_ms']:g} ms |",
+                    flush=True,
+                )
         print()
+        if args.latency_repeats > 1 and args.baseline:
+            ratios = [a / b for a, b in zip(cpus["this build"], cpus["baseline"], strict=True)]
+            print(
+                "Daemon CPU per M background lines, this build / baseline, per repeat: "
+                + ", ".join(f"{x:.2f}" for x in ratios)
+                + f"; median {statistics.median(ratios):.2f}\n"
+            )
     if args.only in (None, "idle"):
         reps = args.idle_repeats
         print(f"## Idle daemon (no input, {args.idle_seconds:g} s, median of {reps} rounds)\n")

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from hotkeyd.clock import Clock
 from hotkeyd.conn.urls import redact_url
 from hotkeyd.daemon.config import Settings
+from hotkeyd.detector.detector import CROSSING_EVERY
 from hotkeyd.errors import ConfigError
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.auth import MessageAuth
@@ -148,6 +149,8 @@ def make_sources(settings: Settings, *, metrics: Metrics, clock: Clock) -> list[
                     counted=settings.input_format == "counted",
                     follow=settings.follow,
                     max_line=settings.max_key_len + 32,
+                    # One batch per crossing check: an earlier ingest finds nothing sooner.
+                    linger=CROSSING_EVERY,
                 )
             )
         elif scheme in ("kafka", "kafkas", "kafka+ssl"):

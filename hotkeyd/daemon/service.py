@@ -117,6 +117,7 @@ class Service:
         )
         self.watch: Any = make_watch(settings, namespace=ns, instance=inst, metrics=m)
         self._lane_names = _lane_names(self.sources)
+        self._event_counters: dict[str, Any] = {}  # source name -> its events counter
         self.history = make_history(settings, namespace=ns, instance=inst, metrics=m, clock=c)
         self.state = ServiceState()
         # What other threads (HTTP, demo view) read: replaced whole at each tick, never
@@ -330,7 +331,8 @@ class Service:
                 if self._reload.is_set():
                     self._reload.clear()
                     self.reload_rules()
-                got = self._poll_sources(max(0.0, min(self.detector.due(), 0.25)))
+                det = self.detector
+                got = self._poll_sources(max(0.0, min(det.due(), det.crossing_in(), 0.25)))
                 self._ingest_demand()
                 if self.detector.due() <= 0:
                     self._tick()
@@ -365,13 +367,18 @@ class Service:
             return 0
         got = 0
         share = max_wait / len(live)
+        counters = self._event_counters
         for src in live:
             lane = self._lane_names[self.sources.index(src)]
             batches = src.next_batch(share)
             for batch in batches:
                 result = self.detector.ingest(batch, lane=lane, hinted=src.reports_idle)
                 got += 1
-                self.metrics.events.labels(source=batch.source or src.name).inc(result.events)
+                name = batch.source or src.name
+                counter = counters.get(name)
+                if counter is None:  # labels() costs more than the rest of a small batch
+                    counter = counters[name] = self.metrics.events.labels(source=name)
+                counter.inc(result.events)
             if batches:
                 src.commit()
             wm = src.idle_watermark()

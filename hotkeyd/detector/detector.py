@@ -516,6 +516,17 @@ class Detector:
             return TickResult(ts=wall, closed=closed, as_of=self._as_of)
         return self._flush(wall, closed)
 
+    def crossing_in(self) -> float:
+        """Seconds until :meth:`crossing` may check input not checked yet (inf: none is).
+
+        The service waits no longer than this for more input, so input that arrived within
+        ``CROSSING_EVERY`` of the last check is checked as soon as that interval is over,
+        not only after the next batch.
+        """
+        if not self._fresh:
+            return math.inf
+        return max(0.0, self._crossing_at + CROSSING_EVERY - self._clock.monotonic())
+
     def crossing(self) -> TickResult | None:
         """Announce the keys that crossed their threshold since the last evaluation.
 
@@ -545,6 +556,11 @@ class Detector:
         rules = self._rules
         # Lanes add up: a key reaching the threshold reaches 1/lanes of it in one lane.
         need = rules.min_threshold * self.config.window / len(lanes)
+        # Most checks find nothing: a cheap bound (no key outside the hot set can reach
+        # ``need`` in any lane) skips the candidate selection, with the same outcome.
+        hot, nhot = self._hot, len(self._hot)
+        if all((b := lane.ring.crossing_bound(hot, nhot)) is None or b < need for lane in lanes):
+            return None
         arrays = []
         for lane in lanes:
             a = lane.ring.partial_arrays()
@@ -773,10 +789,9 @@ class Detector:
         n = self.config.top_n if n is None else n
         if n <= 0:
             return []
-        live = ((ident, rate) for ident, rate in self._last.items() if rate > 0.0)
         # hot()'s order: rate descending, then (db, key) ascending. Picked by ident (cheap),
         # then the n picked are ordered exactly (only ties at the cut may pick differently).
-        picked = heapq.nsmallest(n, live, key=lambda kv: (-kv[1], kv[0]))
+        picked = _smallest_by_rate_then_ident(self._last, n)
         best = sorted(picked, key=lambda kv: (-kv[1], *decode_ident(kv[0])))
         kinds = self._kinds([ident for ident, _ in best])
         rule_of = self._rule_of(self._rules)
@@ -797,3 +812,27 @@ class Detector:
                 )
             )
         return out
+
+
+def _smallest_by_rate_then_ident(rates: dict[bytes, float], n: int) -> list[tuple[bytes, float]]:
+    """The ``n`` positive ``(ident, rate)`` first by (rate descending, ident ascending).
+
+    What ``heapq.nsmallest(n, positive, key=lambda kv: (-kv[1], kv[0]))`` returns, without
+    a Python key call per entry: this runs every tick over every rated candidate (a
+    uniform background gives thousands, most tied at the same small rate). The ``n``-th
+    largest rate is the cut; every rate above it is taken, and the ties at the cut by
+    ident.
+    """
+    cut = 0.0 if len(rates) <= n else heapq.nlargest(n, rates.values())[-1]
+    if cut <= 0.0:
+        live = [(ident, rate) for ident, rate in rates.items() if rate > 0.0]
+        live.sort(key=_by_rate_then_ident)
+        return live[:n]
+    above = [(ident, rate) for ident, rate in rates.items() if rate > cut]
+    above.sort(key=_by_rate_then_ident)
+    tied = sorted(ident for ident, rate in rates.items() if rate == cut)
+    return above + [(ident, cut) for ident in tied[: n - len(above)]]
+
+
+def _by_rate_then_ident(kv: tuple[bytes, float]) -> tuple[float, bytes]:
+    return -kv[1], kv[0]

@@ -14,7 +14,7 @@ slot's caches are dropped so the next evaluation sees the new counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from hotkeyd.sketch import CountMinTopK, HeavyKeeper, SketchLike, window_sums
@@ -178,6 +178,40 @@ class SubWindowRing:
             if s.top is None:
                 s.top = dict(s.sketch.topk())
         return _arrays(slots, [s.top or {} for s in slots])
+
+    def crossing_bound(self, hot: Container[bytes], nhot: int) -> float | None:
+        """A bound of what ``_tick.may_cross`` can give a key not in ``hot`` (None: nothing).
+
+        No such key's bound there (its count in the open sub-window, plus per closed one
+        its count in that top-k or the top-k's floor, times the factors) can exceed the
+        open sub-window's largest count outside ``hot`` plus, per closed sub-window of
+        :meth:`partial_arrays`, the larger of its largest top-k count outside ``hot`` and
+        its floor, times the same factors, summed in the same order. Below ``need`` the
+        crossing check has nothing to find: it costs one ``topk(nhot + 1)`` call instead
+        of the open sub-window's whole top-k and the candidate selection.
+        """
+        now = self._slots[self.cur % (self.n + 1)]
+        if not now.raw:
+            return None
+        first = now.top.items() if now.top is not None else now.sketch.topk(nhot + 1)
+        bound = next((c for key, c in first if key not in hot), 0) * now.factor
+        for i in range(self.cur - self.n + 1, self.cur):
+            if i < 0:
+                continue
+            s = self._slots[i % (self.n + 1)]
+            if not s.raw:
+                continue
+            if s.top is None:
+                s.top = dict(s.sketch.topk())
+            top = s.top
+            if not top:
+                continue
+            # Count-descending: the first entry outside ``hot`` is the largest one.
+            c = next((c for key, c in top.items() if key not in hot), 0)
+            k = getattr(s.sketch, "k", 1 << 62)
+            low = min(top.values()) if len(top) >= k else 0
+            bound += max(c, low) * s.factor
+        return bound
 
     def arrays(self) -> Arrays:
         """This ring's closed sub-windows as the per-tick work takes them (``_tick.evaluate``).

@@ -363,3 +363,26 @@ def test_top_and_hot_break_ties_alike() -> None:
     top = [(t.db, t.key) for t in det.top()]
     assert hot == [(0, b"a"), (0, b"b"), (0, b"c"), (1, b"a")]
     assert top == hot
+
+
+def test_top_cuts_ties_at_the_nth_rate_by_key() -> None:
+    """Most rates tie under a uniform background: the ones above the n-th rate are kept,
+    then the tied ones by key, and none at rate 0 (a hot key whose traffic stopped)."""
+    clock = ManualClock()
+    det = Detector(
+        DetectorConfig(window=1.0, tick=0.5, top_n=4),
+        parse_rules("[default]\nthreshold = 1000\n"),
+        clock,
+        sketch_factory=ExactSketch,
+    )
+    keys = [b"t%d" % i for i in (5, 1, 9, 3, 7)] + [b"big", b"mid"]
+    det.ingest(Batch(keys=keys, counts=[2] * 5 + [50, 9]))
+    clock.advance(0.5)
+    det.tick()
+    assert [(t.key, t.rate) for t in det.top()] == [
+        (b"big", 50.0),
+        (b"mid", 9.0),
+        (b"t1", 2.0),
+        (b"t3", 2.0),
+    ]
+    assert [t.key for t in det.top(10)] == [b"big", b"mid"] + [b"t%d" % i for i in (1, 3, 5, 7, 9)]

@@ -338,3 +338,27 @@ def test_close_stops_a_follow_reader_promptly(tmp_path: Path) -> None:
     src.close()
     src.close()  # idempotent
     assert src._thread is not None and not src._thread.is_alive()
+
+
+def test_linger_hands_out_what_came_meanwhile_as_one_batch(opened: list[StreamSource]) -> None:
+    """A pipe written every few ms: one batch per ``linger``, and never a wait past max_wait
+    (0 when a sub-window is due to close: what was read before it goes in at once)."""
+    r, w = os.pipe()
+    with os.fdopen(r, "rb", buffering=0) as rf, os.fdopen(w, "wb", buffering=0) as wf:
+        src = _start(opened, _source("-", stream=rf, linger=0.3))
+        wf.write(b"first\n")
+        assert [b.lines for b in src.next_batch(5.0)] == [b"first\n"]  # no wait after quiet
+        handed = time.monotonic()
+        for i in range(5):
+            wf.write(b"k%d\n" % i)
+            time.sleep(0.005)
+        got = src.next_batch(5.0)
+        assert time.monotonic() - handed >= 0.29
+        assert [b.lines for b in got] == [b"k0\nk1\nk2\nk3\nk4\n"]
+        handed = time.monotonic()
+        wf.write(b"due\n")
+        deadline = time.monotonic() + 5.0
+        while not (got := src.next_batch(0.0)) and time.monotonic() < deadline:
+            time.sleep(0.001)  # the reader thread has not queued it yet
+        assert [b.lines for b in got] == [b"due\n"]
+        assert time.monotonic() - handed < 0.25  # within the linger: max_wait 0 won
