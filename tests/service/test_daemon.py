@@ -317,7 +317,8 @@ def test_top_and_watch_read_a_running_daemon(redis_server: RedisServer, unique: 
 
 
 PUBLISHER_ACL = (
-    "+set +pexpire +zadd +zrem +zremrangebyscore +del +publish +subscribe +multi +exec +ping"
+    "+set +pexpire +zadd +zrem +zremrangebyscore +del +xadd +xtrim +publish +subscribe +multi "
+    "+exec +ping"
 )
 
 
