@@ -32,6 +32,9 @@ export async function startPostgres(): Promise<PostgresServer> {
   const port = await freePort();
   const proc = spawn(join(bindir, "postgres"), ["-D", data, "-p", String(port), "-h", "127.0.0.1", "-k", dir, "-c", "fsync=off", "-c", "full_page_writes=off"], { ...ids, cwd: dir, stdio: "ignore" });
   const pool = new pg.Pool({ host: "127.0.0.1", port, user, database: "postgres", max: 4 });
+  // An idle client whose server went away (shutdown, or a start-up probe cut off) emits
+  // "error" on the pool; pg's docs: always listen, or it is an uncaught exception.
+  pool.on("error", () => {});
   const deadline = Date.now() + 30_000;
   for (;;) {
     try {
