@@ -54,24 +54,23 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
-from prometheus_client import Counter, Gauge
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
 from hotkeyd.client.invalidation import encode_invalidation
-from hotkeyd.conn.cluster import is_cluster, publish_command, pubsub_node
-from hotkeyd.conn.redis import client_from_url, open_client, parse_redis_url
+from hotkeyd.conn.redis import client_from_url, parse_redis_url
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.ratelog import RateLimitedLog
+from hotkeyd.watch.bus import _Bus
+from hotkeyd.watch.metrics import WatchMetrics
+from hotkeyd.watch.slots import Ranges, _fmt, _holds, _intersect, _merge, _minus, _owned
 
 __all__ = ["HEARTBEAT_INTERVAL", "NodeWatch", "Watch", "WatchMetrics"]
 
 logger = logging.getLogger(__name__)
-
-Ranges = tuple[tuple[int, int], ...]
 
 HEARTBEAT_INTERVAL = 0.1
 """Seconds between two heartbeats of one node's watch."""
@@ -86,139 +85,6 @@ REARM_SPACING = 0.05
 as an invalidation: without spacing the watch would broadcast thousands per second.
 A key invalidated again sooner is broadcast at once *and* once more after its deferred
 re-arm, so a write in between is still dropped within this spacing."""
-
-
-class WatchMetrics:
-    """The watch's counters, on the daemon's registry."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        r = metrics.registry
-        self.armed = Counter(
-            "hotkeyd_watch_armed_total", "Keys armed for tracking (CLIENT CACHING yes + EXISTS).",
-            ["node"], registry=r,
-        )  # fmt: skip
-        self.invalidations = Counter(
-            "hotkeyd_watch_invalidations_total",
-            "Keys invalidated on the bus because the data Redis reported a write, per cause "
-            "(write, flush, reconnect, deferred: again after a spaced re-arm, moved: its "
-            "slot's new owner armed it).",
-            ["node", "cause"], registry=r,
-        )  # fmt: skip
-        self.reconnects = Counter(
-            "hotkeyd_watch_reconnects_total", "Watch connections (re)established after the first.",
-            ["node"], registry=r,
-        )  # fmt: skip
-        self.up = Gauge(
-            "hotkeyd_watch_up", "1 while the node's watch connection has tracking on.",
-            ["node"], registry=r,
-        )  # fmt: skip
-        self.epoch = Gauge(
-            "hotkeyd_watch_epoch", "The node's watch epoch (bumped by every reconnect).",
-            ["node"], registry=r,
-        )  # fmt: skip
-        self.watched = Gauge(
-            "hotkeyd_watch_keys", "Hot keys currently armed on the node.", ["node"], registry=r
-        )
-
-
-class _Bus:
-    """Publishes invalidations and heartbeats on the bus Redis (thread-safe: a pool)."""
-
-    def __init__(self, url: str, namespace: Namespace, auth: MessageAuth | None) -> None:
-        self.url = url
-        self.client: Any = None
-        self.namespace = namespace
-        self.auth = auth
-        self.cmd = publish_command(namespace.sharded)
-        self.warn = RateLimitedLog(logger)
-        self._lock = threading.Lock()
-        self._local = threading.local()  # each watch thread's own bus connection
-        self._conns: list[Any] = []
-
-    def _client(self) -> Any:
-        # SPUBLISH must reach the shard that owns the channel's slot, and a PUBLISH is
-        # fastest on the node where the SDKs subscribe: on a cluster bus both take a
-        # cluster client (a plain one to the URL's node got MOVED whenever the channel
-        # hashed elsewhere: invalidations lost in 2 namespaces of 3). Opened on first
-        # use, since asking whether the node is in a cluster is I/O.
-        with self._lock:
-            if self.client is None:
-                self.client = open_client(self.url, socket_timeout=2.0)
-            return self.client
-
-    def send(self, channel: str, body: bytes, *, wait: bool = True) -> bool:
-        """PUBLISH ``body`` (signed); False (logged) when it failed.
-
-        ``wait=False`` (heartbeats) leaves the reply unread until this thread's next
-        send: the beat leaves at once all the same, and the watch thread sleeps once
-        less per beat (a publish that failed is logged one beat later).
-        """
-        if self.auth is not None:
-            body = self.auth.sign(body)
-        try:
-            client = self._client()
-            if self.namespace.sharded:
-                client.execute_command(self.cmd, channel, body)
-            elif is_cluster(client):
-                home = pubsub_node(client, self.namespace.invalidate_channel)
-                try:
-                    client.execute_command(self.cmd, channel, body, target_nodes=home)
-                    return True
-                except (redis.ConnectionError, redis.TimeoutError):
-                    pass  # the home node failed: routed by slot below (retries, new topology)
-                client.execute_command(self.cmd, channel, body)
-            else:
-                self._send_direct(channel, body, wait)
-            return True
-        except (redis.RedisError, OSError) as exc:
-            self.warn(logging.WARNING, "watch: publishing on %s failed: %s", channel, exc)
-            return False
-
-    def _send_direct(self, channel: str, body: bytes, wait: bool) -> None:
-        """One PUBLISH on this thread's own connection to the bus (issue 27).
-
-        Every node's watch sends ten heartbeats a second: through the client's pool
-        each cost a checkout (lock, a liveness probe of the connection), the command
-        machinery and a release, most of an idle daemon's CPU. A connection per watch
-        thread needs none of it. A connection the server closed (``timeout``, a
-        restart) is retried once on a fresh one, as the client's own retry would.
-        """
-        local = self._local
-        conn: Any = getattr(local, "conn", None)
-        if conn is None:
-            conn = local.conn = self.client.connection_pool.make_connection()
-            local.unread = False
-            with self._lock:
-                self._conns.append(conn)
-        if local.unread:  # the last heartbeat's reply: long arrived, read without waiting
-            local.unread = False
-            try:
-                conn.read_response()
-            except (redis.ConnectionError, redis.TimeoutError, OSError):
-                conn.disconnect()
-            except redis.RedisError as exc:
-                self.warn(logging.WARNING, "watch: publishing a heartbeat failed: %s", exc)
-        packed = conn.pack_command(self.cmd, channel, body)
-        for retry in (False, True):
-            try:
-                conn.send_packed_command(packed, check_health=False)  # (re)connects
-                if wait:
-                    conn.read_response()
-                else:
-                    local.unread = True
-                return
-            except redis.ConnectionError:
-                conn.disconnect()
-                if retry:
-                    raise
-
-    def close(self) -> None:
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for conn in conns:
-            conn.disconnect()
-        if self.client is not None:
-            self.client.close()
 
 
 class NodeWatch:
@@ -818,58 +684,3 @@ def _node_url(url: str, host: str, port: int) -> str:
     auth = p.netloc.rpartition("@")[0]
     netloc = (auth + "@" if auth else "") + f"{host}:{port}"
     return urlunsplit((p.scheme, netloc, "", p.query, ""))
-
-
-def _owned(reply: Any, node: str) -> Ranges:
-    """The ranges of a ``CLUSTER SLOTS`` reply whose primary is ``node`` (host:port)."""
-    out = []
-    for rng in reply or ():
-        primary = rng[2]
-        host = primary[0].decode() if isinstance(primary[0], bytes) else str(primary[0])
-        if f"{host}:{int(primary[1])}" == node:
-            out.append((int(rng[0]), int(rng[1])))
-    return _merge(out)
-
-
-def _merge(ranges: Iterable[tuple[int, int]]) -> Ranges:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return tuple(out)
-
-
-def _intersect(a: Ranges, b: Ranges) -> Ranges:
-    out = []
-    for alo, ahi in a:
-        for blo, bhi in b:
-            lo, hi = max(alo, blo), min(ahi, bhi)
-            if lo <= hi:
-                out.append((lo, hi))
-    return _merge(out)
-
-
-def _minus(a: Ranges, b: Ranges) -> Ranges:
-    """The slots of ``a`` that are not in ``b``."""
-    out = []
-    for lo, hi in a:
-        cur = lo
-        for blo, bhi in _merge(b):
-            if bhi < cur or blo > hi:
-                continue
-            if blo > cur:
-                out.append((cur, blo - 1))
-            cur = max(cur, bhi + 1)
-        if cur <= hi:
-            out.append((cur, hi))
-    return _merge(out)
-
-
-def _holds(ranges: Ranges, slot: int) -> bool:
-    return any(lo <= slot <= hi for lo, hi in ranges)
-
-
-def _fmt(ranges: Ranges) -> str:
-    return ",".join(f"{lo}-{hi}" for lo, hi in ranges) or "none"

@@ -51,7 +51,7 @@ def test_direct_writes_on_every_primary_drop_the_copies(
         try:
             assert wait_until(lambda: d.metric("hotkeyd_watch_up") == 3, timeout=10), d.stderr
             assert wait_until(lambda: all(k in cache.hotset for k in keys.values()), timeout=10)
-            assert wait_until(lambda: d.metric("hotkeyd_watch_keys") == 3, timeout=5)
+            assert wait_until(lambda: d.metric("hotkeyd_watch_keys") == 3, timeout=10), d.stderr
             for port in keys:  # armed where the slot lives: one key per node
                 assert d.metric("hotkeyd_watch_keys", node=f"127.0.0.1:{port}") == 1
             time.sleep(0.05)

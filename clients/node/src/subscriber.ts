@@ -7,7 +7,7 @@
  * the ones already in a snapshot stale. The same order runs after every reconnect.
  */
 import calculateSlot from "cluster-key-slot";
-import { Cluster, type Redis } from "ioredis";
+import IORedis, { Cluster, type Redis } from "ioredis";
 import type { MessageAuth } from "./auth.js";
 import { HotSet, type ApplyResult, type HotSetOptions } from "./hotset.js";
 import { decodeInvalidation, decodeMessage, Namespace, WireError, type Message } from "./wire.js";
@@ -190,13 +190,10 @@ export class Subscriber {
     if (this.o.sharded) return c.duplicate(undefined, { shardedSubscribers: true }) as RedisLike;
     const home = c.slots[calculateSlot(this.namespace.invalidateChannel)]?.[0];
     if (!home) return c.duplicate(); // no slot map yet: any node (slower, still correct)
-    // The class of the Cluster's own node connections: ioredis 5 exports it as `Redis`,
-    // ioredis 4 only as its default export, so take it from an instance (both ranges).
-    const node = c.nodes("master")[0];
-    if (!node) return c.duplicate();
-    const NodeRedis = node.constructor as new (options: object) => RedisLike;
+    // The default export is the Redis class in ioredis 4 and 5 (only 5 names it `Redis`).
     const at = home.lastIndexOf(":");
-    const conn = new NodeRedis({
+    const RedisClass = IORedis as unknown as new (options: object) => Redis;
+    const conn = new RedisClass({
       ...c.options.redisOptions,
       host: home.slice(0, at),
       port: Number(home.slice(at + 1)),
