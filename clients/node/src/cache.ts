@@ -10,8 +10,7 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import calculateSlot from "cluster-key-slot";
-import { Cluster, type Redis } from "ioredis";
+import { Cluster } from "ioredis";
 import { LRUCache } from "lru-cache";
 import { MessageAuth, SIGNATURE_BYTES } from "./auth.js";
 import { keyBytes } from "./keys.js";
@@ -324,19 +323,7 @@ export class HotCache {
 
   /** PUBLISH, or SPUBLISH in a sharded deployment. */
   private publish(channel: string, payload: string | Buffer): Promise<unknown> {
-    if (this.sharded) return this.client.spublish(channel, payload);
-    if (this.client instanceof Cluster) return this.home(this.client).publish(channel, payload);
-    return this.client.publish(channel, payload);
-  }
-
-  /**
-   * The primary that owns the invalidation channel's slot, where every SDK subscribes
-   * (ioredis sends a PUBLISH to any node, and from there it crosses the cluster bus: Nagle
-   * on Redis 7.0's outgoing links, up to 40 ms more); the Cluster itself while unknown.
-   */
-  private home(c: Cluster): Redis | Cluster {
-    const owner = c.slots[calculateSlot(this.subscriber.namespace.invalidateChannel)]?.[0];
-    return (owner && c.nodes("master").find((n) => `${n.options.host}:${n.options.port}` === owner)) || c;
+    return this.sharded ? this.client.spublish(channel, payload) : this.client.publish(channel, payload);
   }
 
   private invalidation(keys: string[]): string | Buffer {
@@ -347,14 +334,13 @@ export class HotCache {
 
   /**
    * The write, then the invalidation: one pipeline (one round trip) on a single node. On a
-   * Cluster a pipeline must stay in one slot, a sharded channel has a slot of its own, and
-   * a plain one is published on its home node (see home), so there the invalidation
-   * follows the write (two round trips).
+   * Cluster a pipeline must stay in one slot, and a sharded channel has a slot of its
+   * own, so there the invalidation follows the write (two round trips).
    */
   private async write(keys: string[], add: (p: ReturnType<RedisLike["pipeline"]>) => unknown): Promise<unknown> {
     const channel = this.subscriber.namespace.invalidateChannel;
     try {
-      if (this.client instanceof Cluster) {
+      if (this.client instanceof Cluster && this.sharded) {
         const p = this.client.pipeline();
         add(p);
         const [err, value] = (await p.exec())![0];

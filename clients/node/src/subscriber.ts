@@ -6,8 +6,7 @@
  * published meanwhile are applied afterwards, and the per-instance sequence numbers make
  * the ones already in a snapshot stale. The same order runs after every reconnect.
  */
-import calculateSlot from "cluster-key-slot";
-import IORedis, { Cluster, type Redis } from "ioredis";
+import { Cluster, type Redis } from "ioredis";
 import type { MessageAuth } from "./auth.js";
 import { HotSet, type ApplyResult, type HotSetOptions } from "./hotset.js";
 import { decodeInvalidation, decodeMessage, Namespace, WireError, type Message } from "./wire.js";
@@ -98,7 +97,6 @@ export class Subscriber {
   private pinging = false;
   private handshakeSince = 0;
   private sub?: RedisLike;
-  private readonly homes = new WeakSet<RedisLike>(); // home-node connections (replaced on "end")
   private timers: NodeJS.Timeout[] = [];
   private readonly o: Required<Pick<SubscriberOptions, "startTimeoutMs" | "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes" | "maxClockSkewMs" | "healthIntervalMs" | "wallClock">> &
     SubscriberOptions;
@@ -114,23 +112,22 @@ export class Subscriber {
 
   /** Subscribe, bootstrap from the snapshots, keep following until close(). */
   async start(): Promise<void> {
-    if (this.client instanceof Cluster && !this.o.sharded && this.client.status !== "ready") {
-      // the home node (below) comes from the cluster's slot map: wait a little for it
-      const cluster = this.client;
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => cluster.once("ready", () => resolve())),
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, Math.min(1000, this.o.startTimeoutMs / 2));
-        }),
-      ]);
-      clearTimeout(timer);
-    }
-    const sub = this.connection();
+    // A connection of our own. ioredis' Cluster routes SSUBSCRIBE to each channel's shard
+    // only with shardedSubscribers on (one subscriber connection per primary).
+    const sub = (
+      this.o.sharded && this.client instanceof Cluster
+        ? this.client.duplicate(undefined, { shardedSubscribers: true })
+        : this.client.duplicate()
+    ) as RedisLike;
     this.sub = sub;
     sub.on("error", () => {}); // reconnects are ioredis' job; errors surface in start()
-    const channels = this.channels();
-    this.listen(sub);
+    const channels = [this.namespace.eventsChannel];
+    if (this.o.onInvalidate || this.o.onInvalidationPayload) channels.push(this.namespace.invalidateChannel);
+    if (this.o.onHeartbeat) channels.push(this.namespace.watchChannel);
+    sub.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
+      this.heard = Date.now();
+      void this.handleMessage(channel.toString(), message);
+    });
     let lastError: unknown;
     sub.on("error", (e: unknown) => {
       lastError = e;
@@ -161,58 +158,6 @@ export class Subscriber {
       clearTimeout(timer);
     }
     this.stats.connects++;
-    this.follow(sub);
-    this.timers.push(setInterval(() => this.hotSet.expire(), 100).unref());
-    this.timers.push(setInterval(() => void this.bootstrap().catch(() => {}), this.o.resyncEveryMs).unref());
-  }
-
-  private channels(): string[] {
-    // Invalidations first (the home node below is their channel's slot owner).
-    const channels: string[] = [];
-    if (this.o.onInvalidate || this.o.onInvalidationPayload) channels.push(this.namespace.invalidateChannel);
-    channels.push(this.namespace.eventsChannel);
-    if (this.o.onHeartbeat) channels.push(this.namespace.watchChannel);
-    return channels;
-  }
-
-  /**
-   * A connection of our own. ioredis' Cluster routes SSUBSCRIBE to each channel's shard
-   * only with shardedSubscribers on (one subscriber connection per primary). For plain
-   * pub/sub on a Cluster, ioredis would subscribe on a random node; we subscribe on the
-   * primary that owns the invalidation channel's slot, where the daemon and the SDKs
-   * publish: a message published on another node crosses the cluster bus, whose links
-   * Redis 7.0 leaves with Nagle's algorithm on (up to 40 ms later). That connection gives
-   * up after a few failed reconnects and is replaced on the then current owner.
-   */
-  private connection(): RedisLike {
-    const c = this.client;
-    if (!(c instanceof Cluster)) return c.duplicate();
-    if (this.o.sharded) return c.duplicate(undefined, { shardedSubscribers: true }) as RedisLike;
-    const home = c.slots[calculateSlot(this.namespace.invalidateChannel)]?.[0];
-    if (!home) return c.duplicate(); // no slot map yet: any node (slower, still correct)
-    // The default export is the Redis class in ioredis 4 and 5 (only 5 names it `Redis`).
-    const at = home.lastIndexOf(":");
-    const RedisClass = IORedis as unknown as new (options: object) => Redis;
-    const conn = new RedisClass({
-      ...c.options.redisOptions,
-      host: home.slice(0, at),
-      port: Number(home.slice(at + 1)),
-      retryStrategy: (times: number) => (times > 3 ? null : Math.min(times * 100, 1000)),
-    });
-    this.homes.add(conn);
-    return conn;
-  }
-
-  private listen(sub: RedisLike): void {
-    sub.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
-      if (this.sub !== sub) return;
-      this.heard = Date.now();
-      void this.handleMessage(channel.toString(), message);
-    });
-  }
-
-  /** After the subscription started: losses, reconnects, health checks, replacement. */
-  private follow(sub: RedisLike): void {
     sub.on("close", () => {
       // The subscription is gone and may miss invalidations: drop every local copy now,
       // not only once reconnected (spec/failure.md, subscription_lost).
@@ -222,55 +167,27 @@ export class Subscriber {
     });
     sub.on("ready", () => {
       // Registered once connected, so this runs on reconnects only.
-      if (this.sub !== sub) return;
       this.heard = Date.now();
       this.stats.connects++; // a reconnect: resubscribed by ioredis, now re-read the snapshots
       this.o.onReset?.();
       this.bootstrap().catch(() => {});
     });
-    sub.on("end", () => {
-      // A home-node connection that gave up (its node failed over or left): a new one on
-      // the slot's current owner (or, the slot map unknown, on any node).
-      if (this.sub !== sub || !this.homes.has(sub)) return;
-      const t = setTimeout(() => this.rehome(sub), 100);
-      this.timers.push(t);
-    });
+    this.timers.push(setInterval(() => this.hotSet.expire(), 100).unref());
     if (!(sub instanceof Cluster)) {
       // A Cluster routes PING to a pooled node connection, not the subscriber's: no check there.
       const every = Math.max(20, Math.min(1000, this.o.healthIntervalMs / 4));
-      const t = setInterval(() => {
-        if (this.sub !== sub) clearInterval(t);
-        else void this.checkHealth(sub);
-      }, every).unref();
-      this.timers.push(t);
+      this.timers.push(setInterval(() => void this.checkHealth(sub), every).unref());
     }
-  }
-
-  private rehome(old: RedisLike): void {
-    if (this.sub !== old) return;
-    const next = this.connection();
-    next.on("error", () => {});
-    this.sub = next;
-    this.listen(next);
-    this.follow(next);
-    void next
-      .subscribe(...this.channels())
-      .then(() => {
-        if (this.sub !== next) return;
-        this.heard = Date.now();
-        this.stats.connects++;
-        this.o.onReset?.();
-        return this.bootstrap();
-      })
-      .catch(() => {});
+    this.timers.push(setInterval(() => void this.bootstrap().catch(() => {}), this.o.resyncEveryMs).unref());
   }
 
   async close(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
-    const sub = this.sub;
-    this.sub = undefined; // first: its "close" and "end" are ours, not a loss
-    sub?.disconnect();
+    if (this.sub) {
+      this.sub.disconnect();
+      this.sub = undefined;
+    }
   }
 
   /**
