@@ -66,20 +66,16 @@ def test_overload_sheds_by_time_slices_and_still_detects(
     producer.wait(120)
     channel = f"hk:{topic_name}"
     url = f"kafka://{bs}/{topic_name}?group=g-{topic_name}&format=json&start=earliest"
+
     # The capacity run may not shed: a loaded machine can take longer than --max-lag to
     # produce the backlog, and records older than that are skipped, never counted.
-    with Daemon(
-        "-s",
-        url,
-        "--redis-url",
-        redis_server.url,
-        "--channel",
-        f"{channel}:cap",
-        "--max-lag",
-        "3600",
-        "--rules",
-        str(_rules(tmp_path, 1.0)),
-    ) as d:
+    def daemon(channel: str, max_lag: float) -> Daemon:
+        return Daemon(
+            "-s", url, "--redis-url", redis_server.url, "--channel", channel,
+            "--max-lag", str(max_lag), "--rules", str(_rules(tmp_path, 1.0)),
+        )  # fmt: skip
+
+    with daemon(f"{channel}:cap", 3600) as d:
         total = backlog * PER_RECORD
         first = None
         end = time.monotonic() + 150
@@ -96,18 +92,7 @@ def test_overload_sheds_by_time_slices_and_still_detects(
     lags: list[float] = []
     sheds: list[float] = []
     try:
-        with Daemon(
-            "-s",
-            url,
-            "--redis-url",
-            redis_server.url,
-            "--channel",
-            channel,
-            "--max-lag",
-            str(MAX_LAG),
-            "--rules",
-            str(_rules(tmp_path, 1.0)),
-        ) as d:
+        with daemon(channel, MAX_LAG) as d:
             # 2. live traffic at twice that for 20 s, hot:over 10% of it
             target = 2 * capacity
             hot_pool = record_pool(0.1)
