@@ -293,6 +293,7 @@ class AsyncDemandReporter:
         self.counter = counter
         self._publish = publish
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     @property
     def stats(self) -> DemandStats:
@@ -300,7 +301,8 @@ class AsyncDemandReporter:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._stopping = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._run(self._stopping))
 
     async def flush(self) -> int:
         """Report now; returns the messages sent."""
@@ -322,12 +324,19 @@ class AsyncDemandReporter:
         """Cancel the task and send one last report."""
         task, self._task = self._task, None
         if task is not None:
+            # The event ends the loop even when the cancel is lost: one landing inside a
+            # PUBLISH can be swallowed by the client's read timeout racing it (seen as a
+            # close() that never returned), and the task would report forever.
+            self._stopping.set()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await self.flush()
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.counter.interval)
+    async def _run(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.counter.interval)
+            if stopping.is_set():
+                return
             await self.flush()

@@ -83,8 +83,10 @@ class KeepAlive:
                 self._beat(None)
 
     async def _run_async(self) -> None:
-        while True:
+        while not self._stop.is_set():
             await asyncio.sleep(self.every)
+            if self._stop.is_set():
+                return
             try:
                 await self.guard.extend(self.lease)  # type: ignore[misc]
             except IdempotencyError as exc:
@@ -117,6 +119,9 @@ class KeepAlive:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._task is not None:
+            # The flag ends the loop even when the cancel is lost (swallowed inside the
+            # client by a read timeout racing it): the exit never waits for ever.
+            self._stop.set()
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task

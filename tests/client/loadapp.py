@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import os
+import sys
+import threading
 import time
 from typing import Any
 
@@ -92,7 +95,23 @@ def run_sync(args: argparse.Namespace, p: Progress) -> None:
     p.write(done=True, end=end, demand=vars(stats) if stats else None)
 
 
+def _dump_tasks(loop: asyncio.AbstractEventLoop, after: float) -> None:
+    """If the app overruns by ``after`` s, print where every task and thread is (a hang's
+    diagnosis in the test log), then keep waiting: the test decides the verdict."""
+    time.sleep(after)
+    print(f"loadapp: still running {after:.0f} s after start; asyncio tasks:", file=sys.stderr)
+    try:
+        for task in list(asyncio.all_tasks(loop)):  # not thread-safe: a diagnostic only
+            task.print_stack(file=sys.stderr)
+    except RuntimeError as exc:
+        print(f"loadapp: tasks changed while listed ({exc})", file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr)
+
+
 async def run_async(args: argparse.Namespace, p: Progress) -> None:
+    threading.Thread(
+        target=_dump_tasks, args=(asyncio.get_running_loop(), args.seconds + 20), daemon=True
+    ).start()
     client = aredis.Redis.from_url(args.url)
     cache = AsyncHotCache(client, namespace=Namespace(args.ns), report_demand=not args.no_demand)
     await cache.start()
@@ -134,6 +153,7 @@ def main() -> None:
     ap.add_argument("--no-demand", action="store_true", help="report_demand=False (issue 11)")
     args = ap.parse_args()
     p = Progress(args.progress)
+    faulthandler.dump_traceback_later(args.seconds + 25, exit=False)  # a hang shows its stacks
     if args.mode == "async":
         asyncio.run(run_async(args, p))
     else:

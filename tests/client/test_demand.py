@@ -11,7 +11,7 @@ import redis.asyncio as aredis
 from prometheus_client import CollectorRegistry
 
 from hotkeyd.client import AsyncHotCache, ClientMetrics, HotCache, HotSet, Subscriber
-from hotkeyd.client.demand import DemandCounter, DemandReporter
+from hotkeyd.client.demand import AsyncDemandReporter, DemandCounter, DemandReporter
 from hotkeyd.clock import ManualClock
 from hotkeyd.protocol.demand import DemandReport
 from hotkeyd.protocol.wire import HotEntry, Message, Namespace
@@ -116,6 +116,42 @@ def test_failed_sends_are_counted_not_raised(redis_server: RedisServer) -> None:
     rep2 = DemandReporter(rep.counter, live.publish)
     assert rep2.flush() == 1
     assert (rep.stats.reports, rep.stats.accesses) == (1, 1)
+
+
+def test_async_reporter_stops_when_a_publish_swallows_the_cancel() -> None:
+    """A cancel landing inside a PUBLISH can come out as a TimeoutError (the client's read
+    timeout racing it) and be lost: ``stop()`` still returns, with the report counted.
+    Before, the task went on reporting and an async app's ``close()`` never returned."""
+    hs = HotSet(ManualClock())
+    hs.apply(hot("d1", 1, b"a"), force=True)
+
+    async def main() -> AsyncDemandReporter:
+        entered = asyncio.Event()
+
+        async def publish(channel: str, payload: bytes) -> int:
+            if entered.is_set():
+                return 1  # the last report, sent by stop()
+            entered.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                raise TimeoutError("Timeout reading from socket") from None
+            return 1
+
+        rep = AsyncDemandReporter(DemandCounter(hs, "app", NS, ManualClock()), publish)
+        rep.start()
+        hs.items[b"a"].served += 3
+        await asyncio.wait_for(entered.wait(), 5)  # the task is inside the PUBLISH
+        hs.items[b"a"].served += 2
+        t0 = time.monotonic()
+        await asyncio.wait_for(rep.stop(), 5)
+        took = time.monotonic() - t0
+        assert took < 2.0, f"stop() took {took:.1f} s"  # it never returned, before
+        return rep
+
+    rep = asyncio.run(main())
+    assert rep.stats.failed == 1 and rep.stats.lost == 3  # the swallowed send, counted
+    assert (rep.stats.reports, rep.stats.accesses) == (1, 2)  # stop()'s last report
 
 
 def _listen(r: redis.Redis, channel: str) -> redis.client.PubSub:

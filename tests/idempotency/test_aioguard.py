@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import redis
@@ -133,6 +134,41 @@ def test_async_keepalive_renews_the_lease(
 
     asyncio.run(main())
     assert sync.begin("long", b"x").result == b"once"
+
+
+def test_async_keepalive_exits_when_a_renewal_swallows_the_cancel(
+    redis_server: RedisServer, ns: Namespace
+) -> None:
+    """A cancel landing inside a renewal can come out as a Redis error (the client's read
+    timeout racing it) and be lost; leaving ``async with`` still returns at once. Before,
+    the task went on renewing and the exit waited for ever."""
+    from hotkeyd.idempotency import IdempotencyError, KeepAlive
+
+    async def main() -> float:
+        client = aioredis.Redis.from_url(redis_server.url)
+        guard = AsyncIdempotencyGuard(client, namespace=ns, lease=0.3, ttl=10)
+        b = await guard.begin("swallowed", b"x")
+        assert b.lease is not None
+        entered = asyncio.Event()
+
+        async def extend(lease: object) -> None:
+            entered.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                raise IdempotencyError("Redis unreachable: Timeout reading from socket") from None
+
+        guard.extend = extend  # type: ignore[method-assign,assignment]
+        ka = KeepAlive(guard, b.lease, every=0.05)
+        await ka.__aenter__()
+        await asyncio.wait_for(entered.wait(), 5)
+        t0 = time.monotonic()
+        await asyncio.wait_for(ka.__aexit__(None, None, None), 5)
+        await client.aclose()
+        return time.monotonic() - t0
+
+    took = asyncio.run(main())
+    assert took < 1.0, f"leaving the keep-alive took {took:.1f} s"
 
 
 def test_sync_keepalive_refuses_an_async_guard(redis_server: RedisServer, ns: Namespace) -> None:
