@@ -15,8 +15,10 @@ unless an operator says so (``--http-host 0.0.0.0``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import selectors
 import socket
 import threading
 from collections.abc import Callable
@@ -203,6 +205,8 @@ class HttpServer:
             ) from exc
         self._server.owner = self
         self._thread: threading.Thread | None = None
+        self._closing = False
+        self._wake_r, self._wake_w = socket.socketpair()
 
     @property
     def port(self) -> int:
@@ -221,21 +225,33 @@ class HttpServer:
         """Serve in a daemon thread (returns at once)."""
         if self._thread is not None:
             return
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.25},
-            name="hotkeyd-http",
-            daemon=True,
-        )
+        self._thread = threading.Thread(target=self._serve, name="hotkeyd-http", daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        """``serve_forever`` without its poll: the thread sleeps until a connection or
+        ``close()`` (a byte on the wake-up pair), so an idle daemon's HTTP thread does
+        not wake four times a second."""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._server, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            while not self._closing:
+                for key, _ in sel.select():
+                    if key.fileobj is self._server and not self._closing:
+                        self._server._handle_request_noblock()  # type: ignore[attr-defined]
+                self._server.service_actions()
 
     def close(self) -> None:
         """Stop serving and release the port."""
         if self._thread is not None:
-            self._server.shutdown()
+            self._closing = True
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
             self._thread.join(5.0)
             self._thread = None
         self._server.server_close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def __enter__(self) -> HttpServer:
         self.start()

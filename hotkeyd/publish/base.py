@@ -211,10 +211,16 @@ class HotSetState:
             return None
 
     def replace(self, hot_set: Sequence[HotEntry], top: Sequence[Mapping[str, Any]]) -> None:
-        """Replace the hot set and the top list wholesale."""
+        """Replace the hot set and the top list wholesale.
+
+        The version moves only when something did: an idle daemon's heartbeat then
+        refreshes its snapshot's expiry instead of writing the same snapshot again.
+        """
         normalized = normalize_top(top, self.top_limit)
         fresh = {(e.key, e.db): e for e in hot_set}
         with self.lock:
+            if fresh == self._hot and normalized == self._top:
+                return
             self._version += 1
             self._hot = fresh
             self._top = normalized

@@ -163,12 +163,16 @@ class HistoryWriter:
         backoff = Backoff(0.1, 5.0)
         while True:
             with self._cond:
-                while not self._queue and not self._stop:
-                    self._cond.wait(1.0)
-                    break
+                if not self._queue and not self._stop:
+                    # until an entry, the stop, or the next age trim (an idle daemon
+                    # wakes once a minute, not once a second)
+                    due = self._trimmed_at + _TRIM_EVERY - self._clock.monotonic()
+                    self._cond.wait(min(max(due, 0.001), _TRIM_EVERY))
                 if self._stop and not self._queue:
                     return
                 batch = list(self._queue)
+            if not batch and self._clock.monotonic() - self._trimmed_at < _TRIM_EVERY:
+                continue
             try:
                 self._write(batch)
             except Exception as exc:  # Redis down: keep the entries, retry with backoff

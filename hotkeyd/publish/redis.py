@@ -72,7 +72,7 @@ logger = logging.getLogger(__name__)
 
 _LABEL = "redis"
 _BATCH = 256  # messages per MULTI/EXEC when the queue backs up
-_IDLE_WAKE = 0.25  # longest the worker sleeps without re-checking its schedule
+_IDLE_WAKE = 1.0  # longest the worker sleeps without re-checking its schedule
 
 
 class RedisPublisher:

@@ -34,7 +34,9 @@ direction.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
@@ -77,6 +79,7 @@ DEFAULT_MAX_RATE = 10_000_000  # reads/s one app can plausibly serve of one key
 DEFAULT_APP_BUDGET = 20_000_000  # reads/s one app may report in all (all keys)
 SEQ_WINDOW = 128  # seqs per app remembered below the highest seen
 HEALTH_HOLD = 10.0  # s a drop keeps /healthz degraded
+_RAW_WAKE = 5.0  # s an idle raw reader waits in recv() before re-checking its stop
 Served = tuple[int, list[bytes], list[int]]  # (db, keys, counts) of one report
 
 
@@ -188,6 +191,7 @@ class DemandIntake:
         self._pending = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None  # the raw reader's, for close() to wake
         self._backoff = Backoff(0.1, 5.0)
         # Told of each admitted report, in this intake's thread: (app, ts, interval_ms,
         # [(db, key, n)]) with the counts as capped (the web console's per-app demand).
@@ -203,6 +207,10 @@ class DemandIntake:
 
     def close(self, timeout: float = 2.0) -> None:
         self._stop.set()
+        sock = self._sock
+        if sock is not None:  # wake a recv() waiting out its timeout
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -416,7 +424,12 @@ class DemandIntake:
         if hiredis is None or sock is None:
             return False
         reader = hiredis.Reader()
-        sock.settimeout(0.25)
+        # close() shuts the socket down to end a wait, so an idle intake wakes every
+        # few seconds, not four times a second; the timeout is a safety net.
+        sock.settimeout(_RAW_WAKE)
+        self._sock = sock
+        if self._stop.is_set():  # close() came before the socket was published
+            return True
         kinds = (b"message", b"smessage")  # RESP3 pushes are a list subclass
         while not self._stop.is_set():
             try:
@@ -424,6 +437,8 @@ class DemandIntake:
             except TimeoutError:  # socket.timeout
                 continue
             if not data:
+                if self._stop.is_set():  # our own close()
+                    return True
                 raise redis.ConnectionError("Connection closed by server.")
             reader.feed(data)
             batch: list[Any] = []

@@ -21,6 +21,7 @@ service turns it into a non-zero exit code, since a half-read file is not a succ
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -95,6 +96,7 @@ class StreamSource:
         self._file: BinaryIO | None = None
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_chunks)
         self._stop = threading.Event()
+        self._stdin: _StdinReader | None = None
         self._thread: threading.Thread | None = None
         self._exhausted = False
         self._error: SourceError | None = None
@@ -192,6 +194,8 @@ class StreamSource:
 
     def close(self) -> None:
         self._stop.set()
+        if self._stdin is not None:
+            self._stdin.wake()
         # Unblock a reader waiting on a full queue.
         try:
             while True:
@@ -242,7 +246,8 @@ class StreamSource:
         if self._stream is not None:
             return self._stream
         if self.path == "-":
-            return cast(BinaryIO, _StdinReader(sys.stdin.fileno(), self._stop))
+            self._stdin = _StdinReader(sys.stdin.fileno(), self._stop)
+            return cast(BinaryIO, self._stdin)
         if self._file is not None:
             opened, self._file = self._file, None
             return opened
@@ -424,24 +429,45 @@ class _StdinReader(io.RawIOBase):
 
     ``sys.stdin.buffer`` cannot be used from the reader thread: a thread blocked in
     its ``read`` holds the buffer's lock, and the interpreter aborts at exit when it
-    cannot take that lock. ``select`` with a timeout lets the thread end cleanly.
+    cannot take that lock. ``select`` on stdin and a wake-up pipe lets the thread end
+    cleanly: ``wake()`` (the source's ``close``) writes to the pipe. An idle daemon's
+    reader then sleeps until input or the stop, not waking five times a second; the
+    long timeout is only a safety net.
     """
+
+    _SAFETY_WAKE = 5.0
 
     def __init__(self, fd: int, stop: threading.Event) -> None:
         super().__init__()
         self._fd = fd
         self._stop = stop
+        self._wake_r, self._wake_w = os.pipe()
+        self._wake_lock = threading.Lock()  # never a write to a closed (reused) fd
 
     def readable(self) -> bool:
         return True
 
+    def wake(self) -> None:
+        """Make a ``read1`` waiting in ``select`` return (called from another thread)."""
+        with self._wake_lock, contextlib.suppress(OSError):
+            if not self.closed:
+                os.write(self._wake_w, b"x")
+
     def read1(self, size: int = _CHUNK) -> bytes:
         while not self._stop.is_set():
-            ready, _, _ = select.select([self._fd], [], [], 0.2)
-            if ready:
+            ready, _, _ = select.select([self._fd, self._wake_r], [], [], self._SAFETY_WAKE)
+            if self._fd in ready:
                 return os.read(self._fd, size)
+            if ready:  # the wake-up pipe: empty it (the loop re-checks the stop)
+                with contextlib.suppress(OSError):
+                    os.read(self._wake_r, 64)
         return b""
 
     def close(self) -> None:
-        """Leave the process's stdin open."""
-        super().close()
+        """Leave the process's stdin open (the wake-up pipe is closed)."""
+        with self._wake_lock:
+            if not self.closed:
+                for fd in (self._wake_r, self._wake_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            super().close()

@@ -134,3 +134,21 @@ def test_redis_publisher_validates_arguments() -> None:
         RedisPublisher("redis://127.0.0.1:1/0", heartbeat=0)
     with pytest.raises(ValueError, match="expiry"):
         RedisPublisher("redis://127.0.0.1:1/0", heartbeat=1.0, expiry=0.5)
+
+
+def test_replacing_the_state_with_the_same_content_keeps_its_version() -> None:
+    # An idle daemon replaces its state at every tick with the same (empty) hot set and
+    # top list; the version must not move, or every heartbeat rewrites the snapshot.
+    st = HotSetState("i", ManualClock())
+    top = [{"key": b"k", "rate": 5.0}]
+    st.replace([hot(b"a")], top)
+    v = st.version
+    for _ in range(3):
+        st.replace([hot(b"a")], [{"key": b"k", "rate": 5.0}])
+    assert st.version == v
+    st.replace([hot(b"a")], [{"key": b"k", "rate": 6.0}])
+    assert st.version == v + 1
+    st.replace([hot(b"a", 101.0)], [{"key": b"k", "rate": 6.0}])
+    assert st.version == v + 2
+    st.replace([], [])
+    assert st.version == v + 3

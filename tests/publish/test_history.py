@@ -200,3 +200,29 @@ def test_daemon_history_on_a_cluster_goes_to_the_slot_owner(
     assert "MOVED" not in d.stderr and "cannot write" not in d.stderr, d.stderr
     rows = history_cli(seed, ns, "--since", "5m")
     assert [(r["key"], r.get("reason")) for r in rows] == [("item:c", "stop")]
+
+
+def test_an_idle_writer_trims_by_age_once_not_every_second(
+    redis_server: RedisServer, unique: str
+) -> None:
+    # The age trim runs at most once a minute; an idle writer used to wake every second
+    # and send an XTRIM each time.
+    r = redis.Redis.from_url(redis_server.url)
+    ns = Namespace(unique)
+
+    def xtrims() -> int:
+        return int(r.info("commandstats").get("cmdstat_xtrim", {}).get("calls", 0))
+
+    before = xtrims()
+    w = HistoryWriter(r, namespace=ns, instance="idle", max_age=86400)
+    w.start()
+    try:
+        assert wait(lambda: xtrims() > before)  # the first trim, at start
+        first = xtrims()
+        time.sleep(2.5)
+        assert xtrims() == first
+        w.record([tr("hot", b"k", time.time())])
+        assert wait(lambda: w.written == 1)  # still wakes for an entry at once
+    finally:
+        w.close()
+        r.close()

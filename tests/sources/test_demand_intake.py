@@ -110,3 +110,28 @@ def test_pending_counts_what_is_queued_so_repeats_do_not_fill_the_queue() -> Non
     for i in range(10):  # 3 entries, 1 key each time: queued, drained, nothing left over
         assert intake.feed(report((b"a", 1, 0), (b"a", 1, 0), (b"a", 1, 0), app=f"app-{i}"))
         assert intake.drain() == [(0, [b"a"], [3])]
+
+
+def test_close_wakes_an_idle_intake_at_once_and_counts_no_lost_subscription(
+    redis_server: RedisServer,
+) -> None:
+    # An idle intake waits in recv() for seconds (it used to wake four times a second);
+    # close() shuts its socket down to end that wait, which is not a lost subscription.
+    m = Metrics()
+    intake = DemandIntake(redis_server.url, NS, "idle", metrics=m)
+    r = redis.Redis.from_url(redis_server.url)
+    intake.start()
+    try:
+        assert wait_until(lambda: r.pubsub_numsub("t:demand:idle")[0][1] == 1, timeout=5)
+        time.sleep(0.3)  # in recv()
+        thread = intake._thread
+        assert thread is not None
+        t0 = time.monotonic()
+        intake.close(timeout=10.0)
+        took = time.monotonic() - t0
+        assert not thread.is_alive()
+        assert took < 3.0, took  # the recv() timeout is 5 s
+        assert sample(m, "hotkeyd_demand_reports_dropped_total", reason="subscription_lost") == 0
+    finally:
+        intake.close()
+        r.close()

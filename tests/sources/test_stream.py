@@ -362,3 +362,39 @@ def test_linger_hands_out_what_came_meanwhile_as_one_batch(opened: list[StreamSo
             time.sleep(0.001)  # the reader thread has not queued it yet
         assert [b.lines for b in got] == [b"due\n"]
         assert time.monotonic() - handed < 0.25  # within the linger: max_wait 0 won
+
+
+def test_the_stdin_reader_sleeps_until_input_or_close() -> None:
+    # The reader waits in select() on stdin and a wake-up pipe (it used to wake five
+    # times a second to look at the stop flag): input is read at once, and close()
+    # ends a wait at once, long before the 5 s safety timeout.
+    from hotkeyd.sources.stream import _StdinReader
+
+    r, w = os.pipe()
+    stop = threading.Event()
+    reader = _StdinReader(r, stop)
+    got: list[bytes] = []
+    t = threading.Thread(target=lambda: [got.append(reader.read1()) for _ in range(2)])
+    try:
+        t.start()
+        os.write(w, b"k1\n")
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert got == [b"k1\n"]
+        time.sleep(0.2)  # the second read1() waits in select()
+        t0 = time.monotonic()
+        stop.set()
+        reader.wake()
+        t.join(4.0)
+        assert not t.is_alive()
+        assert time.monotonic() - t0 < 3.0
+        assert got == [b"k1\n", b""]
+    finally:
+        stop.set()
+        reader.wake()
+        t.join(6.0)
+        reader.close()
+        reader.wake()  # after close: a no-op, never a write to a reused descriptor
+        os.close(r)
+        os.close(w)
