@@ -102,24 +102,45 @@ def _daemon(
 
 
 _THREAD_NAMES = """
-import json, os, sys, threading, time
+import json, os, sys, threading
 _path = sys.argv.pop(1)
 def _dump():
-    names = {}
-    while True:  # every thread the daemon ever had, also one started late
-        time.sleep(0.5)
-        names.update({t.native_id: t.name for t in threading.enumerate()})
+    # Sleeps in open() on a FIFO until the benchmark asks (it writes a byte), so it
+    # adds no wake-ups to the daemon it measures; each ask writes every live thread's
+    # name and the ask's number.
+    n = 0
+    while True:
+        with open(_path + ".ask", "rb") as f:
+            f.read(1)
+        n += 1
+        names = {t.native_id: t.name for t in threading.enumerate()}
         with open(_path + ".tmp", "w") as f:
-            f.write(json.dumps(names))
+            f.write(json.dumps({"ask": n, "names": names}))
         os.replace(_path + ".tmp", _path)
-threading.Thread(target=_dump, daemon=True).start()
+threading.Thread(target=_dump, name="bench-thread-names", daemon=True).start()
 from hotkeyd.cli import main
 sys.argv[0] = "hotkeyd"
 main()
 """
-"""``hotkeyd``'s CLI, plus a thread that writes the daemon's thread names to a file, so
-the idle CPU can be broken down by thread (the OS sees every Python thread as
-``python``)."""
+"""``hotkeyd``'s CLI, plus a thread that writes the daemon's thread names to a file when
+asked through a FIFO, so the idle CPU can be broken down by thread (the OS sees every
+Python thread as ``python``). That thread is the benchmark's, not the daemon's: it is
+left out of the figures (it sleeps in ``open()`` while the daemon is measured)."""
+
+
+def _ask_thread_names(path: Path, ask: int, timeout: float = 10.0) -> dict[int, str]:
+    """The daemon's thread names, by native id (the ``ask``-th request)."""
+    with open(str(path) + ".ask", "wb") as f:
+        f.write(b"x")
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            got = json.loads(path.read_text())
+            if got["ask"] >= ask:
+                return {int(k): v for k, v in got["names"].items()}
+        if time.monotonic() > deadline:
+            raise RuntimeError("the daemon did not report its thread names")
+        time.sleep(0.05)
 
 
 def _thread_cpu(pid: int) -> dict[int, float]:
@@ -168,6 +189,7 @@ def bench_idle(
     env = dict(os.environ)
     if build:
         env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
+    os.mkfifo(tmp / "threads.json.ask")
     cmd = [sys.executable, "-c", _THREAD_NAMES, str(tmp / "threads.json"), "run"]
     port = free_port()
     cmd += ["--rules", str(rules), "--http-port", str(port), "--log-level", "WARNING"]
@@ -184,12 +206,14 @@ def bench_idle(
             c0, t0 = _thread_cpu(proc.pid), time.monotonic()
             time.sleep(seconds)
             c1, elapsed = _thread_cpu(proc.pid), time.monotonic() - t0
-            names = {int(k): v for k, v in json.loads((tmp / "threads.json").read_text()).items()}
+            names = _ask_thread_names(tmp / "threads.json", 1)
         finally:
             proc.terminate()
             proc.wait(20)
     groups = {"watch": 0.0, "main loop": 0.0, "other": 0.0}
     for tid, cpu in c1.items():
+        if names.get(tid) == "bench-thread-names":
+            continue
         groups[_thread_group(names.get(tid, ""))] += (cpu - c0.get(tid, 0.0)) / elapsed
     return sum(groups.values()), groups
 

@@ -91,6 +91,9 @@ class ApacheKafka:
             f"log4j.appender.file.File={self.dir / 'broker.log'}\n"
             "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
             "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            # joins, rebalances and assignments: what a failed group test needs to show
+            "log4j.logger.kafka.coordinator.group=INFO\n"
+            "log4j.logger.org.apache.kafka.coordinator.group=INFO\n"
         )
         cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(

@@ -12,7 +12,7 @@ import os
 import sys
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,9 @@ sys.path.insert(0, str(Path(__file__).parents[1]))  # service.daemon, replay.tra
 
 from apache_broker import ApacheKafka, jars_present
 
+_BROKER: list[ApacheKafka] = []  # the session's broker, for the failure reports below
+_LOG_TAIL = 150  # lines of the broker's log shown under a failed test
+
 
 @pytest.fixture(scope="session")
 def apache_kafka() -> Iterator[ApacheKafka]:
@@ -41,7 +44,28 @@ def apache_kafka() -> Iterator[ApacheKafka]:
             pytest.fail(msg)
         pytest.skip(msg)
     with ApacheKafka() as kb:
-        yield kb
+        _BROKER.append(kb)
+        try:
+            yield kb
+        finally:
+            _BROKER.remove(kb)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test shows the tail of the broker's own log (group coordination,
+    rebalances): the broker's directory is deleted at the end of the session."""
+    report = yield
+    if report.failed and _BROKER:
+        path = _BROKER[0].dir / "broker.log"
+        try:
+            lines = path.read_text(errors="replace").splitlines()[-_LOG_TAIL:]
+        except OSError as exc:
+            lines = [f"(cannot read {path}: {exc})"]
+        report.sections.append(("Apache Kafka broker.log (tail)", "\n".join(lines)))
+    return report
 
 
 @pytest.fixture
