@@ -126,6 +126,12 @@ class NodeWatch:
         self.slots: tuple[tuple[int, int], ...] | None = () if on_slots is not None else None
         self._want_slots: tuple[tuple[int, int], ...] | None = self.slots  # assigned
         self._beat_now = False  # the claim shrank: heartbeat at once
+        # The data Redis is the bus (the default: no --watch-url): an invalidation is
+        # published on the tracking connection itself, pipelined after its keys' re-arm.
+        # Redis runs one connection's commands in order, so the re-arm still precedes
+        # every re-read the invalidation causes, and the watch waits one round trip
+        # instead of two (each a wake-up of this thread, behind the GIL under load).
+        self._copublish = on_slots is None and url == bus.url and not bus.namespace.sharded
         self._armed: set[bytes] = set()
         self._last_arm: dict[bytes, float] = {}
         self._deferred: dict[bytes, float] = {}  # key -> when to re-arm it
@@ -350,17 +356,33 @@ class NodeWatch:
                 if moved:
                     self._broadcast(moved, "moved")
 
-    def _arm(self, keys: Iterable[bytes]) -> None:
-        """CLIENT CACHING yes + EXISTS for each key, pipelined on the tracking connection."""
+    def _arm(self, keys: Iterable[bytes], then: tuple[Any, ...] | None = None) -> Any:
+        """CLIENT CACHING yes + EXISTS for each key, pipelined on the tracking connection.
+
+        ``then``: one more command sent after the last re-arm, in the same round trip;
+        its reply (a ``ResponseError`` is returned, not raised) is the return value.
+        """
         todo = list(keys)
-        for i in range(0, len(todo), _ARM_BATCH):
-            chunk = todo[i : i + _ARM_BATCH]
+        chunks = [todo[i : i + _ARM_BATCH] for i in range(0, len(todo), _ARM_BATCH)] or [[]]
+        result: Any = None
+        for n, chunk in enumerate(chunks):
             cmds: list[tuple[Any, ...]] = []
             for k in chunk:
                 cmds += [("CLIENT", "CACHING", "YES"), ("EXISTS", k)]
+            extra = then is not None and n == len(chunks) - 1
+            if extra:
+                cmds.append(then)  # type: ignore[arg-type]
+            if not cmds:
+                continue
             self._conn.send_packed_command(self._conn.pack_commands(cmds))
             moved: set[int] = set()  # slots of keys this node no longer serves
             for j in range(len(cmds)):
+                if extra and j == len(cmds) - 1:
+                    try:
+                        result = self._conn.read_response()
+                    except redis.ResponseError as exc:
+                        result = exc
+                    continue
                 try:
                     self._conn.read_response()
                 except redis.ResponseError as exc:
@@ -383,6 +405,7 @@ class NodeWatch:
                 if self.on_moved is not None:
                     self.on_moved()
         self.wm.watched.labels(node=self.node).set(len(self._armed))
+        return result
 
     def _drain(self, timeout: float) -> None:
         """Read every push; first wait up to ``timeout`` for one or for a wake-up."""
@@ -438,7 +461,28 @@ class NodeWatch:
                 later.append(k)
             else:
                 now_keys.append(k)
-        self._arm(now_keys)
+        ks = sorted(keys)
+        if self._copublish and len(ks) <= _ARM_BATCH:
+            body = encode_invalidation(self.origin, ks)
+            if self.bus.auth is not None:
+                body = self.bus.auth.sign(body)
+            sent = self._arm(
+                now_keys, then=(self.bus.cmd, self.bus.namespace.invalidate_channel, body)
+            )
+            if isinstance(sent, redis.ResponseError):  # e.g. NOPERM: the bus's own path
+                self._warn(
+                    logging.WARNING,
+                    "watch %s: publishing with the re-arm failed: %s",
+                    self.node,
+                    sent,
+                )
+                ks_left: list[bytes] = ks
+            else:
+                self._sent(ks, cause, self._pushed_at)
+                ks_left = []
+        else:
+            self._arm(now_keys)
+            ks_left = ks
         if later:
             self._warn(
                 logging.WARNING,
@@ -448,7 +492,8 @@ class NodeWatch:
             )  # fmt: skip
             for k in later:
                 self._deferred.setdefault(k, self._last_arm[k] + REARM_SPACING)
-        self._broadcast(keys, cause, self._pushed_at)
+        if ks_left:
+            self._broadcast(ks_left, cause, self._pushed_at)
 
     def _due_rearms(self) -> None:
         """Re-arm the deferred keys whose time came, then invalidate them again."""
@@ -473,12 +518,16 @@ class NodeWatch:
             if self.bus.send(
                 self.bus.namespace.invalidate_channel, encode_invalidation(self.origin, chunk)
             ):
-                self.wm.invalidations.labels(node=self.node, cause=cause).inc(len(chunk))
-                if self._trace is not None:
-                    done = time.monotonic_ns()
-                    self._trace.write("".join(
-                        f"{self.node} {cause} {pushed_at or done} {done} {k.hex()}\n" for k in chunk
-                    ))  # fmt: skip
+                self._sent(chunk, cause, pushed_at)
+
+    def _sent(self, chunk: list[bytes], cause: str, pushed_at: int) -> None:
+        """Count (and trace) an invalidation of ``chunk`` that was published."""
+        self.wm.invalidations.labels(node=self.node, cause=cause).inc(len(chunk))
+        if self._trace is not None:
+            done = time.monotonic_ns()
+            self._trace.write("".join(
+                f"{self.node} {cause} {pushed_at or done} {done} {k.hex()}\n" for k in chunk
+            ))  # fmt: skip
 
     def _heartbeat(self) -> None:
         # The body is built once per state (epoch, up, keys, armed, slots) and only the

@@ -135,6 +135,48 @@ def test_writes_from_anywhere_drop_the_copy(
         cache.close()
 
 
+
+def test_on_the_bus_node_the_invalidation_follows_its_re_arm_on_one_connection(
+    redis_server: RedisServer, daemon: DaemonProcess
+) -> None:
+    # The data Redis is the bus (no --watch-url): the watch pipelines the key's re-arm
+    # (CLIENT CACHING yes + EXISTS) and the PUBLISH on its tracking connection, one round
+    # trip; Redis runs them in order, so the re-arm precedes every re-read the
+    # invalidation causes. MONITOR shows which connection sent what, in order.
+    data = redis.Redis.from_url(redis_server.url)
+    key = b"item:copub"
+    data.set(key, b"v0")
+    seen: list[dict[str, object]] = []
+    with _Load(daemon, {key: 3000.0}):
+        _armed(daemon, 1)
+        time.sleep(0.2)
+        mon = redis.Redis.from_url(redis_server.url).monitor()
+        with mon as m:
+            stop = time.monotonic() + 3.0
+
+            def read() -> None:
+                while time.monotonic() < stop:
+                    seen.append(m.next_command())
+
+            t = threading.Thread(target=read, daemon=True)
+            t.start()
+            for i in range(5):
+                time.sleep(0.15)  # > REARM_SPACING: each write re-armed at once
+                data.set(key, b"w%d" % i)
+            t.join(5)
+    by_port: dict[object, list[str]] = {}
+    for c in seen:
+        by_port.setdefault(c["client_port"], []).append(str(c["command"]))
+    copub = 0
+    for cmds in by_port.values():
+        for i, cmd in enumerate(cmds):
+            if cmd.startswith("PUBLISH") and ":invalidate" in cmd and "copub" in cmd:
+                assert i >= 2 and cmds[i - 1] == "EXISTS item:copub", cmds[max(0, i - 3) : i + 1]
+                assert cmds[i - 2] == "CLIENT CACHING YES", cmds[max(0, i - 3) : i + 1]
+                copub += 1
+    assert copub >= 5, by_port
+
+
 def test_eviction_under_maxmemory_drops_the_copy() -> None:
     with RedisServer(
         extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random"]
