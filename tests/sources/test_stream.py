@@ -374,7 +374,12 @@ def test_the_stdin_reader_sleeps_until_input_or_close() -> None:
     stop = threading.Event()
     reader = _StdinReader(r, stop)
     got: list[bytes] = []
-    t = threading.Thread(target=lambda: [got.append(reader.read1()) for _ in range(2)])
+
+    def read_twice() -> None:
+        for _ in range(2):
+            got.append(reader.read1())
+
+    t = threading.Thread(target=read_twice)
     try:
         t.start()
         os.write(w, b"k1\n")

@@ -135,7 +135,6 @@ def test_writes_from_anywhere_drop_the_copy(
         cache.close()
 
 
-
 def test_on_the_bus_node_the_invalidation_follows_its_re_arm_on_one_connection(
     redis_server: RedisServer, daemon: DaemonProcess
 ) -> None:
