@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_for_port(port, timeout=30)
             wait_for_port(port2, timeout=30)
             deadline = time.monotonic() + 30
-            while not r.zcard(NAMESPACE.instances) and not r.hlen(NAMESPACE.instances):
+            while not r.exists(NAMESPACE.instances):  # a zset or a hash, whichever the version
                 if time.monotonic() > deadline:
                     raise SystemExit("the hotkeyd daemon did not register within 30 s")
                 time.sleep(0.1)

@@ -14,7 +14,7 @@ from redis.cluster import RedisCluster
 from hotkeyd.client import Subscriber
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisClusterServers
-from hotkeyd.watch import _Bus
+from hotkeyd.watch.bus import _Bus
 from tests.client.helpers import wait_until
 
 from .helpers import get_calls

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hotkeyd.watch import _intersect, _merge, _minus, _owned
+from hotkeyd.watch.slots import _intersect, _merge, _minus, _owned
 
 
 def test_merge_intersect_minus() -> None:
