@@ -90,6 +90,7 @@ class NodeWatch:
         # every re-read the invalidation causes, and the watch waits one round trip
         # instead of two (each a wake-up of this thread, behind the GIL under load).
         self._copublish = on_slots is None and url == bus.url and not bus.namespace.sharded
+        self._beat_on_conn = True  # heartbeats too, pipelined after a PING (until refused)
         self._armed: set[bytes] = set()
         self._last_arm: dict[bytes, float] = {}
         self._deferred: dict[bytes, float] = {}  # key -> when to re-arm it
@@ -183,8 +184,11 @@ class NodeWatch:
                     # A round trip first: a half-open connection blocks here (socket
                     # timeout), so its heartbeats stop and strict apps stop serving
                     # within their lease instead of trusting a dead watch.
-                    self._round_trip()
-                    self._heartbeat()
+                    if self._copublish and self._beat_on_conn:
+                        self._beat_round_trip()
+                    else:
+                        self._round_trip()
+                        self._heartbeat()
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
                 self._lost(str(exc) or type(exc).__name__)
                 self._heartbeat()  # up: false, at once
@@ -488,7 +492,35 @@ class NodeWatch:
                 f"{self.node} {cause} {pushed_at or done} {done} {k.hex()}\n" for k in chunk
             ))  # fmt: skip
 
+    def _beat_round_trip(self) -> None:
+        """On the bus node: PING and the heartbeat's PUBLISH in one write on the tracking
+        connection, and both replies read (issue 27: one send and one wake-up per beat
+        instead of two of each). A beat then leaves only on a connection that carries
+        it, so a half-open one stops the beats as the PING alone did. A refused PUBLISH
+        (an ACL without it) moves the beats to the bus's own connection for good."""
+        body = self._beat_body()
+        if self.bus.auth is not None:
+            body = self.bus.auth.sign(body)
+        packed = self._conn.pack_command(self.bus.cmd, self.bus.namespace.watch_channel, body)
+        self._conn.send_packed_command([b"".join([_PING, *packed])], check_health=False)
+        self._conn.read_response()
+        try:
+            self._conn.read_response()
+        except redis.ResponseError as exc:
+            self._warn(
+                logging.WARNING,
+                "watch %s: heartbeats on the tracking connection refused (%s): sent on "
+                "the bus connection instead",
+                self.node,
+                exc,
+            )
+            self._beat_on_conn = False
+            self._heartbeat()
+
     def _heartbeat(self) -> None:
+        self.bus.send(self.bus.namespace.watch_channel, self._beat_body(), wait=False)
+
+    def _beat_body(self) -> bytes:
         # The body is built once per state (epoch, up, keys, armed, slots) and only the
         # time is formatted per beat: ten beats a second per node (issue 27).
         state = (self.epoch, self.connected, len(self._armed), self.armed_seq, self.slots)
@@ -509,11 +541,7 @@ class NodeWatch:
             self._beat_parts = (head + '"ts":', tail)
             self._beat_state = state
         head, tail = self._beat_parts
-        self.bus.send(
-            self.bus.namespace.watch_channel,
-            (head + repr(round(time.time(), 3)) + tail).encode("utf-8"),
-            wait=False,
-        )
+        return (head + repr(round(time.time(), 3)) + tail).encode("utf-8")
 
 
 def _trace_file() -> Any:

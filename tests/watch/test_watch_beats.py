@@ -49,10 +49,30 @@ def _beats(sub: Any, seconds: float) -> list[dict[str, Any]]:
     return out
 
 
+def _clients(r: redis.Redis) -> list[dict[str, str]]:
+    lines = r.execute_command("CLIENT", "LIST", "TYPE", "normal").decode().splitlines()
+    return [dict(kv.split("=", 1) for kv in line.split()) for line in lines]
+
+
+@pytest.fixture
+def apart() -> Iterator[tuple[RedisServer, Watch]]:
+    """A watch whose data node is not the bus: beats go on the bus's own connection."""
+    with RedisServer() as data, RedisServer() as bus:
+        w = Watch(
+            [data.url], bus.url, namespace=Namespace("beats"), origin="t", auth=None,
+            metrics=Metrics(),
+        ).start()  # fmt: skip
+        try:
+            yield bus, w
+        finally:
+            w.close()
+
+
 def test_beats_follow_the_state_and_survive_a_closed_bus_connection(
-    redis_server: RedisServer, watch: Watch
+    apart: tuple[RedisServer, Watch],
 ) -> None:
-    r = redis.Redis.from_url(redis_server.url)
+    bus, watch = apart
+    r = redis.Redis.from_url(bus.url)
     sub = r.pubsub()
     sub.subscribe("beats:watch")
     try:
@@ -68,8 +88,7 @@ def test_beats_follow_the_state_and_survive_a_closed_bus_connection(
         # The server closes every connection but the tracking one and ours: the bus's
         # own connection goes, and the beats continue on a fresh one (same epoch).
         killed = 0
-        for line in r.execute_command("CLIENT", "LIST", "TYPE", "normal").decode().splitlines():
-            f = dict(kv.split("=", 1) for kv in line.split())
+        for f in _clients(r):
             if "t" not in f["flags"] and f["cmd"] == "publish":
                 r.execute_command("CLIENT", "KILL", "ID", f["id"])
                 killed += 1
@@ -79,6 +98,39 @@ def test_beats_follow_the_state_and_survive_a_closed_bus_connection(
         gaps = [b["ts"] - a["ts"] for a, b in itertools.pairwise(after)]
         assert max(gaps) < 0.3, gaps
         assert after[-1]["epoch"] == 1 and after[-1]["keys"] == 2
+    finally:
+        sub.close()
+        r.close()
+
+
+def test_on_the_bus_node_beats_ride_the_tracking_connection(
+    redis_server: RedisServer, watch: Watch
+) -> None:
+    """Data node == bus (the default): each beat's PUBLISH follows the PING on the
+    tracking connection, in one write; no other connection publishes. Killing that
+    connection starts a new epoch, and the beats resume on the new one."""
+    r = redis.Redis.from_url(redis_server.url)
+    sub = r.pubsub()
+    sub.subscribe("beats:watch")
+    try:
+        assert _beats(sub, 0.35), "no heartbeat"
+        publishers = [f for f in _clients(r) if f["cmd"] == "publish"]
+        assert [("t" in f["flags"]) for f in publishers] == [True], publishers
+        tracking = publishers[0]
+
+        def calls() -> tuple[int, int]:
+            st = r.info("commandstats")
+            return st["cmdstat_ping"]["calls"], st["cmdstat_publish"]["calls"]
+
+        p0, q0 = calls()
+        time.sleep(0.5)
+        p1, q1 = calls()
+        assert q1 - q0 >= 3 and abs((p1 - p0) - (q1 - q0)) <= 1, (p1 - p0, q1 - q0)
+        r.execute_command("CLIENT", "KILL", "ID", tracking["id"])
+        after = _beats(sub, 0.6)
+        assert after and after[-1]["epoch"] == 2 and after[-1]["up"] is True, after
+        now = [f for f in _clients(r) if "t" in f["flags"]]
+        assert len(now) == 1 and now[0]["id"] != tracking["id"], now
     finally:
         sub.close()
         r.close()
