@@ -57,12 +57,15 @@ from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.watch.bus import _Bus
 from hotkeyd.watch.metrics import WatchMetrics
-from hotkeyd.watch.node import HEARTBEAT_INTERVAL, REARM_SPACING, TOPOLOGY_REFRESH, NodeWatch
+from hotkeyd.watch.node import HEARTBEAT_INTERVAL, REARM_SPACING, NodeWatch
 from hotkeyd.watch.slots import _merge
 
 __all__ = ["HEARTBEAT_INTERVAL", "REARM_SPACING", "NodeWatch", "Watch", "WatchMetrics"]
 
 logger = logging.getLogger(__name__)
+
+TOPOLOGY_REFRESH = 5.0
+"""Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 
 
 class Watch:

@@ -33,8 +33,6 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL = 0.1
 """Seconds between two heartbeats of one node's watch."""
 
-TOPOLOGY_REFRESH = 5.0
-"""Seconds between two reads of a cluster's topology (also read on MOVED or a lost node)."""
 _ARM_BATCH = 256  # keys armed per round trip
 _PING = b"*1\r\n$4\r\nPING\r\n"  # packed once: sent at every heartbeat
 REARM_SPACING = 0.05
