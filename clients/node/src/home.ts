@@ -235,6 +235,7 @@ export class HomeSubscription {
 
   /** A new connection to node, subscribed within attemptMs; undefined if not. */
   private async attempt(node: string): Promise<Redis | undefined> {
+    if (this.closed) return undefined;
     const at = node.lastIndexOf(":");
     const c = new RedisClass({
       ...this.cluster.options.redisOptions,

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 import { Cluster, Redis } from "ioredis";
-import { encodeInvalidation, HotkeydUnreachableError, Namespace, Subscriber, type RedisLike } from "../src/index.js";
+import { encodeInvalidation, HotCache, HotkeydUnreachableError, Namespace, Subscriber, type RedisLike } from "../src/index.js";
 import { TestCluster, type ClusterNode } from "./cluster.js";
 import { freePort, waitFor } from "./helpers.js";
 
@@ -241,6 +241,37 @@ test("home primary frozen (DEBUG SLEEP): close() is prompt, start() rejects with
       for (const n of cluster.nodes) count += await cluster.subscribers(n, ns.invalidateChannel);
       return count === 0;
     });
+  } finally {
+    await cluster.stop();
+  }
+});
+
+test("HotCache.close() is prompt with every node of the cluster frozen (DEBUG SLEEP)", async () => {
+  const cluster = await TestCluster.start(3, 0);
+  try {
+    const ns = await namespaceOn(cluster, undefined, "cache");
+    const client = cluster.client();
+    const cache = await new HotCache(client, { namespace: ns, demandIntervalMs: 60_000 }).start();
+    await client.set("k", "v");
+    const pub = direct(cluster.nodes[0]!);
+    await pub.publish(ns.eventsChannel, JSON.stringify({
+      v: 1, instance: "d", seq: 1, ts: Date.now() / 1000, full: false, final: false, cool: [],
+      hot: [{ key: "k", rate: 5000, rule: "default", ttl_ms: 60_000, since: 0 }],
+    }));
+    pub.disconnect();
+    await waitFor("k hot", 5000, () => cache.hotSet.getText("k") !== undefined);
+    for (let i = 0; i < 3; i++) assert.equal(await cache.get("k"), "v");
+    assert.ok(cache.stats.hits > 0, "no read served locally: no demand report pending");
+    const sleepers = cluster.nodes.map(direct);
+    const slept = sleepers.map((s) => s.call("DEBUG", "SLEEP", "6").catch(() => {}));
+    await new Promise((r) => setTimeout(r, 200));
+    const t0 = Date.now();
+    await cache.close(); // its last demand report cannot be sent
+    const took = Date.now() - t0;
+    console.log(`HotCache.close() with every node frozen took ${took} ms`);
+    assert.ok(took < 5000, `close() took ${took} ms`);
+    await Promise.all(slept);
+    for (const s of sleepers) s.disconnect();
   } finally {
     await cluster.stop();
   }
