@@ -33,15 +33,15 @@ function invalidationSubscriber(client: RedisLike, ns: Namespace, extra: object 
   return { sub, arrived, resets: () => resets };
 }
 
-function direct(n: ClusterNode): Redis {
-  const r = new Redis({ port: n.port, host: "127.0.0.1", retryStrategy: () => null, maxRetriesPerRequest: 0 });
+function direct(n: ClusterNode, password?: string): Redis {
+  const r = new Redis({ port: n.port, host: "127.0.0.1", password, retryStrategy: () => null, maxRetriesPerRequest: 0 });
   r.on("error", () => {});
   return r;
 }
 
 /** Publish invalidation key on node until sub saw it (a new subscription may lag a little). */
-async function deliveredVia(n: ClusterNode, ns: Namespace, arrived: Map<string, number>, key: string, timeoutMs = 10_000): Promise<void> {
-  const r = direct(n);
+async function deliveredVia(n: ClusterNode, ns: Namespace, arrived: Map<string, number>, key: string, timeoutMs = 10_000, password?: string): Promise<void> {
+  const r = direct(n, password);
   try {
     await waitFor(`invalidation ${key} published on ${n.port}`, timeoutMs, async () => {
       await r.publish(ns.invalidateChannel, encodeInvalidation("test", [Buffer.from(key)]));
@@ -102,6 +102,25 @@ test("on a 3-primary cluster each subscriber is on its invalidation channel's ho
       pub.disconnect();
     } finally {
       for (const { sub } of subs) await sub.close();
+    }
+  } finally {
+    await cluster.stop();
+  }
+});
+
+test("with requirepass the home connection authenticates with the Cluster's redisOptions", async () => {
+  const password = `pw-${randomBytes(6).toString("hex")}`;
+  const cluster = await TestCluster.start(3, 0, 2000, password);
+  try {
+    const ns = await namespaceOn(cluster, undefined, "auth");
+    const home = await cluster.nodeFor(ns.invalidateChannel);
+    const { sub, arrived } = invalidationSubscriber(cluster.client(), ns);
+    await sub.start();
+    try {
+      assert.equal(await cluster.subscribers(home, ns.invalidateChannel), 1);
+      await deliveredVia(home, ns, arrived, "authed", 5000, password);
+    } finally {
+      await sub.close();
     }
   } finally {
     await cluster.stop();
@@ -262,7 +281,7 @@ test("HotCache.close() is prompt with every node of the cluster frozen (DEBUG SL
     await waitFor("k hot", 5000, () => cache.hotSet.getText("k") !== undefined);
     for (let i = 0; i < 3; i++) assert.equal(await cache.get("k"), "v");
     assert.ok(cache.stats.hits > 0, "no read served locally: no demand report pending");
-    const sleepers = cluster.nodes.map(direct);
+    const sleepers = cluster.nodes.map((n) => direct(n));
     const slept = sleepers.map((s) => s.call("DEBUG", "SLEEP", "6").catch(() => {}));
     await new Promise((r) => setTimeout(r, 200));
     const t0 = Date.now();
