@@ -222,7 +222,7 @@ test("home primary frozen (DEBUG SLEEP): close() is prompt, start() rejects with
     const a = invalidationSubscriber(client, ns, { healthIntervalMs: 300 });
     await a.sub.start();
     const sleeper = direct(home);
-    const sleepS = 10;
+    const sleepS = 8;
     const slept = sleeper.call("DEBUG", "SLEEP", String(sleepS)).catch(() => {});
     const frozenAt = Date.now();
     try {
@@ -289,8 +289,8 @@ test("HotCache.close() is prompt with every node of the cluster frozen (DEBUG SL
     const took = Date.now() - t0;
     console.log(`HotCache.close() with every node frozen took ${took} ms`);
     assert.ok(took < 5000, `close() took ${took} ms`);
-    await Promise.all(slept);
-    for (const s of sleepers) s.disconnect();
+    for (const s of sleepers) s.disconnect(); // the nodes are killed asleep
+    void slept;
   } finally {
     await cluster.stop();
   }
