@@ -153,10 +153,20 @@ export class HotCache {
     return this;
   }
 
-  /** Stop following (after a last demand report). The wrapped client stays open. */
+  /**
+   * Stop following (after a last demand report, given at most 1 s: a frozen or dead node
+   * must not hold the app's shutdown). The wrapped client stays open.
+   */
   async close(): Promise<void> {
     if (this.demandTimer) clearInterval(this.demandTimer);
-    await this.flushDemand();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.flushDemand().catch(() => {}),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, 1000).unref();
+      }),
+    ]);
+    clearTimeout(timer);
     await this.subscriber.close();
   }
 

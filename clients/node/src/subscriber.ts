@@ -8,6 +8,7 @@
  */
 import { Cluster, type Redis } from "ioredis";
 import type { MessageAuth } from "./auth.js";
+import { destroySocket, HomeSubscription } from "./home.js";
 import { HotSet, type ApplyResult, type HotSetOptions } from "./hotset.js";
 import { decodeInvalidation, decodeMessage, Namespace, WireError, type Message } from "./wire.js";
 import { limit } from "./limits.js";
@@ -97,6 +98,7 @@ export class Subscriber {
   private pinging = false;
   private handshakeSince = 0;
   private sub?: RedisLike;
+  private home?: HomeSubscription;
   private timers: NodeJS.Timeout[] = [];
   private readonly o: Required<Pick<SubscriberOptions, "startTimeoutMs" | "staleAfterMs" | "resyncEveryMs" | "maxMessageBytes" | "maxClockSkewMs" | "healthIntervalMs" | "wallClock">> &
     SubscriberOptions;
@@ -112,33 +114,52 @@ export class Subscriber {
 
   /** Subscribe, bootstrap from the snapshots, keep following until close(). */
   async start(): Promise<void> {
-    // A connection of our own. ioredis' Cluster routes SSUBSCRIBE to each channel's shard
-    // only with shardedSubscribers on (one subscriber connection per primary).
-    const sub = (
-      this.o.sharded && this.client instanceof Cluster
-        ? this.client.duplicate(undefined, { shardedSubscribers: true })
-        : this.client.duplicate()
-    ) as RedisLike;
-    this.sub = sub;
-    sub.on("error", () => {}); // reconnects are ioredis' job; errors surface in start()
     const channels = [this.namespace.eventsChannel];
     if (this.o.onInvalidate || this.o.onInvalidationPayload) channels.push(this.namespace.invalidateChannel);
     if (this.o.onHeartbeat) channels.push(this.namespace.watchChannel);
-    sub.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
-      this.heard = Date.now();
-      void this.handleMessage(channel.toString(), message);
-    });
+    const listen = (conn: RedisLike): void => {
+      conn.on(this.o.sharded ? "smessageBuffer" : "messageBuffer", (channel: Buffer, message: Buffer) => {
+        this.heard = Date.now();
+        void this.handleMessage(channel.toString(), message);
+      });
+    };
     let lastError: unknown;
-    sub.on("error", (e: unknown) => {
-      lastError = e;
-    });
+    let sub: RedisLike | undefined;
+    const home =
+      this.client instanceof Cluster && !this.o.sharded
+        ? // Plain pub/sub on a Cluster: a connection to the invalidation channel's slot
+          // owner, where the daemon and the other SDKs publish (see home.ts).
+          new HomeSubscription(this.client, {
+            homeChannel: this.namespace.invalidateChannel,
+            channels,
+            prepare: listen,
+            onMove: (conn) => this.moved(conn),
+          })
+        : undefined;
+    this.home = home;
+    if (!home) {
+      // A connection of our own. ioredis' Cluster routes SSUBSCRIBE to each channel's shard
+      // only with shardedSubscribers on (one subscriber connection per primary).
+      sub = (
+        this.o.sharded && this.client instanceof Cluster
+          ? this.client.duplicate(undefined, { shardedSubscribers: true })
+          : this.client.duplicate()
+      ) as RedisLike;
+      this.sub = sub;
+      sub.on("error", () => {}); // reconnects are ioredis' job; errors surface in start()
+      listen(sub);
+      sub.on("error", (e: unknown) => {
+        lastError = e;
+      });
+    }
     let timer: NodeJS.Timeout | undefined;
     const timeoutMs = this.o.startTimeoutMs;
     try {
       const ready = (async () => {
         // Sharded channels live on the node that serves their slot: one SSUBSCRIBE each.
-        if (this.o.sharded) for (const ch of channels) await sub.ssubscribe(ch);
-        else await sub.subscribe(...channels);
+        if (home) sub = this.sub = await home.open();
+        else if (this.o.sharded) for (const ch of channels) await sub!.ssubscribe(ch);
+        else await sub!.subscribe(...channels);
         await this.bootstrap();
       })();
       ready.catch(() => {}); // after a timeout, its late rejection is ours to drop
@@ -146,8 +167,9 @@ export class Subscriber {
         ready,
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
-            const why = lastError instanceof Error ? lastError.message : "no reply from Redis";
-            reject(new HotkeydUnreachableError(`hot-key subscriber not ready after ${timeoutMs} ms: ${why}`, { cause: lastError }));
+            const err = home?.lastError ?? lastError;
+            const why = err instanceof Error ? err.message : "no reply from Redis";
+            reject(new HotkeydUnreachableError(`hot-key subscriber not ready after ${timeoutMs} ms: ${why}`, { cause: err }));
           }, timeoutMs);
         }),
       ]);
@@ -158,6 +180,25 @@ export class Subscriber {
       clearTimeout(timer);
     }
     this.stats.connects++;
+    this.follow(sub!);
+    home?.follow();
+    this.timers.push(setInterval(() => this.hotSet.expire(), 100).unref());
+    if (!(sub instanceof Cluster)) {
+      // A Cluster routes PING to a pooled node connection, not the subscriber's: no check
+      // there. The home connection on a Cluster is a plain one, checked like any other.
+      const every = Math.max(20, Math.min(1000, this.o.healthIntervalMs / 4));
+      this.timers.push(
+        setInterval(() => {
+          const s = this.sub;
+          if (s && !(s instanceof Cluster)) void this.checkHealth(s);
+        }, every).unref(),
+      );
+    }
+    this.timers.push(setInterval(() => void this.bootstrap().catch(() => {}), this.o.resyncEveryMs).unref());
+  }
+
+  /** After the subscription is up: count its losses, re-read the snapshots on reconnects. */
+  private follow(sub: RedisLike): void {
     sub.on("close", () => {
       // The subscription is gone and may miss invalidations: drop every local copy now,
       // not only once reconnected (spec/failure.md, subscription_lost).
@@ -167,23 +208,33 @@ export class Subscriber {
     });
     sub.on("ready", () => {
       // Registered once connected, so this runs on reconnects only.
+      if (this.sub !== sub) return;
       this.heard = Date.now();
       this.stats.connects++; // a reconnect: resubscribed by ioredis, now re-read the snapshots
       this.o.onReset?.();
       this.bootstrap().catch(() => {});
     });
-    this.timers.push(setInterval(() => this.hotSet.expire(), 100).unref());
-    if (!(sub instanceof Cluster)) {
-      // A Cluster routes PING to a pooled node connection, not the subscriber's: no check there.
-      const every = Math.max(20, Math.min(1000, this.o.healthIntervalMs / 4));
-      this.timers.push(setInterval(() => void this.checkHealth(sub), every).unref());
-    }
-    this.timers.push(setInterval(() => void this.bootstrap().catch(() => {}), this.o.resyncEveryMs).unref());
+  }
+
+  /**
+   * The home subscription moved to another node (a failover, a slot move, or its node
+   * unreachable): a new subscription, which may have missed invalidations meanwhile.
+   */
+  private moved(conn: Redis): void {
+    this.sub = conn;
+    this.follow(conn);
+    this.heard = Date.now();
+    this.handshakeSince = 0;
+    this.stats.connects++;
+    this.o.onReset?.();
+    this.bootstrap().catch(() => {});
   }
 
   async close(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    this.home?.close(); // every connection it made, at once (also a pending one)
+    this.home = undefined;
     if (this.sub) {
       this.sub.disconnect();
       this.sub = undefined;
@@ -226,6 +277,7 @@ export class Subscriber {
     this.heard = Date.now();
     this.handshakeSince = 0;
     sub.disconnect(true);
+    if (!(sub instanceof Cluster)) destroySocket(sub); // not after ioredis' 2 s: the path is dead
   }
 
   /**

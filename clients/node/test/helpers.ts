@@ -36,7 +36,7 @@ export async function startRedisOn(port: number, ...extra: string[]): Promise<Re
     stdio: "ignore",
   });
   const clients: Redis[] = [];
-  const probe = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  const probe = new Redis({ port, host: "127.0.0.1", lazyConnect: true, enableReadyCheck: false, retryStrategy: () => null, maxRetriesPerRequest: 0 });
   probe.on("error", () => {});
   const deadline = Date.now() + 10_000;
   for (;;) {
@@ -44,7 +44,8 @@ export async function startRedisOn(port: number, ...extra: string[]): Promise<Re
       await probe.connect();
       await probe.ping();
       break;
-    } catch {
+    } catch (e) {
+      if (/NOAUTH/.test(String(e))) break; // up, with requirepass
       if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start (${bin})`);
       await new Promise((r) => setTimeout(r, 30));
     }
