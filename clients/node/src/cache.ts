@@ -10,9 +10,11 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import calculateSlot from "cluster-key-slot";
 import { Cluster } from "ioredis";
 import { LRUCache } from "lru-cache";
 import { MessageAuth, SIGNATURE_BYTES } from "./auth.js";
+import { homePrimary } from "./home.js";
 import { keyBytes } from "./keys.js";
 import { keyId, type HotItem } from "./hotset.js";
 import { Subscriber, type RedisLike, type SubscriberOptions } from "./subscriber.js";
@@ -331,9 +333,15 @@ export class HotCache {
     await this.publish(this.subscriber.namespace.invalidateChannel, this.invalidation(keys));
   }
 
-  /** PUBLISH, or SPUBLISH in a sharded deployment. */
+  /**
+   * PUBLISH, or SPUBLISH in a sharded deployment. On a Cluster a plain PUBLISH goes to the
+   * home primary of the invalidation channel, where every SDK's subscription sits (home.ts);
+   * ioredis would send it to a random node, and the cluster bus delivers it ~40 ms later.
+   */
   private publish(channel: string, payload: string | Buffer): Promise<unknown> {
-    return this.sharded ? this.client.spublish(channel, payload) : this.client.publish(channel, payload);
+    if (this.sharded) return this.client.spublish(channel, payload);
+    const home = this.client instanceof Cluster ? homePrimary(this.client, this.subscriber.namespace.invalidateChannel) : undefined;
+    return (home ?? this.client).publish(channel, payload);
   }
 
   private invalidation(keys: string[]): string | Buffer {
@@ -344,13 +352,14 @@ export class HotCache {
 
   /**
    * The write, then the invalidation: one pipeline (one round trip) on a single node. On a
-   * Cluster a pipeline must stay in one slot, and a sharded channel has a slot of its
-   * own, so there the invalidation follows the write (two round trips).
+   * Cluster a pipeline goes to one node: the invalidation rides along when the key's node is
+   * the home primary of the channel (plain PUBLISH) and follows the write otherwise (two
+   * round trips; a sharded channel has a slot of its own).
    */
   private async write(keys: string[], add: (p: ReturnType<RedisLike["pipeline"]>) => unknown): Promise<unknown> {
     const channel = this.subscriber.namespace.invalidateChannel;
     try {
-      if (this.client instanceof Cluster && this.sharded) {
+      if (this.client instanceof Cluster && (this.sharded || !this.homeHolds(keys[0]!))) {
         const p = this.client.pipeline();
         add(p);
         const [err, value] = (await p.exec())![0];
@@ -368,6 +377,13 @@ export class HotCache {
     } finally {
       for (const k of keys) this.drop(k); // also when the write failed: its effect is unknown
     }
+  }
+
+  /** On a Cluster: the key's slot and the invalidation channel's have one owner (or no map yet). */
+  private homeHolds(key: string): boolean {
+    const c = this.client as Cluster;
+    const home = c.slots[calculateSlot(this.subscriber.namespace.invalidateChannel)]?.[0];
+    return home === undefined || c.slots[calculateSlot(key)]?.[0] === home;
   }
 
   private drop(key: string): void {

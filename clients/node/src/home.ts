@@ -60,6 +60,17 @@ export function kill(c: Redis | undefined): void {
   destroySocket(c);
 }
 
+/**
+ * The primary that owns channel's slot, as the Cluster's slot map has it (undefined before
+ * the map is loaded, or when no connection to that node is in the pool). A PUBLISH sent
+ * there reaches the home subscriptions of every SDK without the cluster bus's delay.
+ */
+export function homePrimary(cluster: Cluster, channel: string): Redis | undefined {
+  const owner = cluster.slots[calculateSlot(channel)]?.[0];
+  if (owner === undefined) return undefined;
+  return cluster.nodes("master").find((n) => nodeKey(n) === owner);
+}
+
 export class HomeSubscription {
   /** the subscribed connection and its node ("host:port") */
   conn?: Redis;

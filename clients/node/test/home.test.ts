@@ -296,6 +296,50 @@ test("HotCache.close() is prompt with every node of the cluster frozen (DEBUG SL
   }
 });
 
+test("HotCache writes and invalidate() on a cluster publish on the invalidation channel's home primary", async () => {
+  const cluster = await TestCluster.start(3, 0);
+  try {
+    const home = cluster.nodes[0]!;
+    const ns = await namespaceOn(cluster, home, "cachepub");
+    let away = "";
+    let near = "";
+    for (let i = 0; !away || !near; i++) {
+      const n = await cluster.nodeFor(`k${i}`);
+      if (n === home && !near) near = `k${i}`;
+      if (n !== home && !away) away = `k${i}`;
+    }
+    const client = cluster.client();
+    const cache = await new HotCache(client, { namespace: ns, demandIntervalMs: 60_000 }).start();
+    const seen = new Map<number, string[]>();
+    const monitors = [];
+    for (const n of cluster.nodes) {
+      const m = await direct(n).monitor();
+      seen.set(n.port, []);
+      m.on("monitor", (_t: string, args: string[]) => {
+        if (String(args[0]).toLowerCase() === "publish" && args[1] === ns.invalidateChannel) seen.get(n.port)!.push(String(args[2]));
+      });
+      monitors.push(m);
+    }
+    try {
+      await cache.set(away, "1"); // the key's node is not home: the PUBLISH follows the write
+      await cache.set(near, "2"); // the same node: one pipeline
+      await cache.invalidate(away);
+      await waitFor("three invalidations on the home node", 5000, () => seen.get(home.port)!.length === 3);
+      for (const n of cluster.nodes) {
+        if (n !== home) assert.deepEqual(seen.get(n.port), [], `invalidations published on ${n.port}, not home ${home.port}`);
+      }
+      const keys = seen.get(home.port)!.map((m) => JSON.parse(m).keys[0].key);
+      assert.deepEqual(keys, [away, near, away]);
+      assert.equal(await client.get(away), "1");
+    } finally {
+      for (const m of monitors) m.disconnect();
+      await cache.close();
+    }
+  } finally {
+    await cluster.stop();
+  }
+});
+
 test("start() on a Cluster with nothing reachable rejects within startTimeoutMs", async () => {
   const ports = [await freePort(), await freePort(), await freePort()];
   const client = new Cluster(ports.map((port) => ({ host: "127.0.0.1", port })), { lazyConnect: true });
