@@ -194,10 +194,9 @@ class DemandIntake:
         self._sock: socket.socket | None = None  # the raw reader's, for close() to wake
         self._backoff = Backoff(0.1, 5.0)
         # Told of each admitted report, in this intake's thread: (app, ts, interval_ms,
-        # [(db, key, n)]) with the counts as capped (the web console's per-app demand).
-        self.on_report: Callable[[str, float, int, list[tuple[int, bytes, int]]], None] | None = (
-            None
-        )
+        # [(db, keys, counts)], size in bytes) with the counts as capped (the web console's
+        # per-app demand). The lists are the queued ones: read them, never change them.
+        self.on_report: Callable[[str, float, int, list[Served], int], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -281,10 +280,10 @@ class DemandIntake:
             return 0
         now = self.clock.time()
         accepted: list[list[Served]] = []
-        metas: list[tuple[str, float, int]] = []
-        told: list[tuple[tuple[str, float, int], list[Served]]] = []
+        metas: list[tuple[str, float, int, int]] = []
+        told: list[tuple[tuple[str, float, int, int], list[Served]]] = []
         capped = 0
-        for res in _impl.parse(bodies, self._limits):
+        for body, res in zip(bodies, _impl.parse(bodies, self._limits), strict=True):
             if len(res) == 2:
                 reason, message = res
                 self._drop(reason, "bad demand report on %s: %s", self.channel, message)
@@ -307,7 +306,7 @@ class DemandIntake:
                     interval_ms,
                 )
             accepted.append(groups)
-            metas.append((app, ts, interval_ms))
+            metas.append((app, ts, interval_ms, len(body)))
         if capped:
             self.metrics.demand_ignored.labels(reason="capped").inc(capped)
         queued = 0
@@ -325,10 +324,9 @@ class DemandIntake:
             self.metrics.demand_reports.inc(queued)
         for _ in range(len(accepted) - queued):  # load shed until the loop catches up
             self._drop("overflow", "demand intake full (%d entries pending)", pending)
-        if self.on_report is not None:
-            for (app, ts, interval_ms), groups in told:
-                served = [(db, k, n) for db, ks, ns in groups for k, n in zip(ks, ns, strict=True)]
-                self.on_report(app, ts, interval_ms, served)
+        if self.on_report is not None:  # per report, never per entry (2,500 apps: 1 M/s)
+            for (app, ts, interval_ms, size), groups in told:
+                self.on_report(app, ts, interval_ms, groups, size)
         return queued
 
     def _admit(self, name: str, seq: int, total: int) -> str | None:

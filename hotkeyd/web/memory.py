@@ -4,9 +4,14 @@ The detector only knows the current window; a browser asking "what did this key 
 the last ten minutes" needs a little history. This keeps it bounded: one second-resolution
 ring of ``seconds`` rates per tracked key (two fixed arrays, no per-sample objects), at most
 ``max_keys`` keys (the least recently seen goes first), the last demand report of each app
-per tracked key (at most ``max_apps`` apps per key, the least recently heard goes first;
-it goes with the key's track), and the last ``max_intervals`` hot intervals this daemon
-saw (the console's history when there is no Redis stream).
+(at most ``max_reporters`` apps and ``max_report_bytes`` of reports, the least recently
+heard goes first; shown for tracked keys only, at most ``max_apps`` apps per key), and the
+last ``max_intervals`` hot intervals this daemon saw (the console's history when there is
+no Redis stream).
+
+A fleet's reports arrive at thousands per second with a hundred entries each, so taking
+one costs O(1): the report's entry lists (the ones queued for the detector) are kept as
+they are, and a key's page finds the key in each app's last report when it is asked.
 
 Written by the daemon loop once per tick (:meth:`KeyMemory.record`) and by the demand
 intake's thread (:meth:`KeyMemory.demand`), read by HTTP threads: a lock guards all, and
@@ -29,6 +34,7 @@ from hotkeyd.protocol.wire import HotEntry
 __all__ = ["AppReport", "KeyMemory", "Track"]
 
 Ident = tuple[int, bytes]  # (db, key)
+Served = tuple[int, Sequence[bytes], Sequence[int]]  # (db, keys, counts) of one report
 
 
 class AppReport(NamedTuple):
@@ -51,7 +57,6 @@ class Track:
     kind: str | None = None
     rule: str = ""
     hot: bool = False
-    apps: dict[str, AppReport] | None = None  # app -> its last report, oldest first
 
     def __post_init__(self) -> None:
         self.rates = array("d", bytes(8 * self.n))
@@ -80,6 +85,9 @@ class KeyMemory:
         seconds: rate history kept per key, at 1 s resolution (10 minutes by default).
         max_keys: keys tracked at most; the least recently seen is dropped first.
         max_intervals: finished hot intervals kept (newest win).
+        max_apps: apps shown per key at most (the most recently heard).
+        max_reporters: apps whose last demand report is kept at most.
+        max_report_bytes: the kept reports' wire sizes summed, at most.
     """
 
     def __init__(
@@ -88,11 +96,17 @@ class KeyMemory:
         max_keys: int = 5000,
         max_intervals: int = 10_000,
         max_apps: int = 64,
+        max_reporters: int = 10_000,
+        max_report_bytes: int = 16 << 20,
     ) -> None:
         self.seconds = seconds
         self.max_keys = max_keys
         self.max_apps = max_apps
-        self.dropped_apps = 0  # app reports of a key pushed out by the max_apps cap
+        self.max_reporters = max_reporters
+        self.max_report_bytes = max_report_bytes
+        self.dropped_apps = 0  # apps' last reports forgotten by the max_reporters/bytes caps
+        self._reports: OrderedDict[str, tuple[float, int, Sequence[Served], int]] = OrderedDict()
+        self._report_bytes = 0
         self._lock = threading.Lock()
         self._tracks: OrderedDict[Ident, Track] = OrderedDict()
         self._open: dict[Ident, Transition] = {}
@@ -158,33 +172,45 @@ class KeyMemory:
                 del tracks[ident]
 
     def demand(
-        self, app: str, ts: float, interval_ms: int, entries: Iterable[tuple[int, bytes, int]]
+        self, app: str, ts: float, interval_ms: int, groups: Sequence[Served], size: int = 0
     ) -> None:
-        """One admitted demand report of ``app``: ``(db, key, n)`` entries.
-
-        Only keys already tracked are kept (apps report keys that were announced hot, so
-        they are; a report naming others cannot grow the memory).
-        """
+        """One admitted demand report of ``app``: ``(db, keys, counts)`` groups (read,
+        never changed) and its size on the wire. O(1): the entries are not looked at."""
         with self._lock:
-            for db, key, n in entries:
-                t = self._tracks.get((db, key))
-                if t is None:
-                    continue
-                apps = t.apps
-                if apps is None:
-                    apps = t.apps = {}
-                else:
-                    apps.pop(app, None)
-                apps[app] = AppReport(ts, n, interval_ms)
-                if len(apps) > self.max_apps:
-                    del apps[next(iter(apps))]
-                    self.dropped_apps += 1
+            old = self._reports.pop(app, None)
+            if old is not None:
+                self._report_bytes -= old[3]
+            self._reports[app] = (ts, interval_ms, groups, size)
+            self._report_bytes += size
+            while len(self._reports) > self.max_reporters or (
+                self._report_bytes > self.max_report_bytes and len(self._reports) > 1
+            ):
+                _, gone = self._reports.popitem(last=False)
+                self._report_bytes -= gone[3]
+                self.dropped_apps += 1
 
     def apps(self, ident: Ident) -> dict[str, AppReport]:
-        """The last report of each app for ``ident`` (empty when none or not tracked)."""
+        """The last report of each app for ``ident``, oldest first (at most ``max_apps``,
+        the most recently heard); empty when none, or when the key is not tracked."""
+        db, key = ident
         with self._lock:
-            t = self._tracks.get(ident)
-            return dict(t.apps) if t is not None and t.apps else {}
+            if ident not in self._tracks:
+                return {}  # a report naming other keys shows nothing (and keeps nothing)
+            reports = list(self._reports.items())
+        found: list[tuple[str, AppReport]] = []
+        for app, (ts, interval_ms, groups, _size) in reversed(reports):
+            for gdb, keys, counts in groups:
+                if gdb != db:
+                    continue
+                try:
+                    i = keys.index(key)  # the intake merged repeats: one entry per key
+                except ValueError:
+                    continue
+                found.append((app, AppReport(ts, counts[i], interval_ms)))
+                break
+            if len(found) >= self.max_apps:
+                break
+        return dict(reversed(found))
 
     def sparks(self, idents: Iterable[Ident], now: float, seconds: int = 60) -> dict[Ident, str]:
         """Last ``seconds`` of each key as digits 0-8 (scaled to its own peak; '-' unknown)."""
