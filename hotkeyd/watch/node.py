@@ -317,7 +317,12 @@ class NodeWatch:
                     self._broadcast(moved, "moved")
 
     def _arm(self, keys: Iterable[bytes], then: tuple[Any, ...] | None = None) -> Any:
-        """CLIENT CACHING yes + EXISTS for each key, pipelined on the tracking connection.
+        """CLIENT CACHING yes + one EXISTS of many keys, pipelined on the tracking connection.
+
+        One EXISTS reads (and so arms) every key it names: on a single node a whole chunk
+        of keys is armed with two commands instead of two per key; on a cluster node one
+        EXISTS per slot (a command's keys share a slot there). A group whose EXISTS is
+        refused (e.g. an ACL that allows some of its keys only) is armed key by key.
 
         ``then``: one more command sent after the last re-arm, in the same round trip;
         its reply (a ``ResponseError`` is returned, not raised) is the return value.
@@ -326,45 +331,74 @@ class NodeWatch:
         chunks = [todo[i : i + _ARM_BATCH] for i in range(0, len(todo), _ARM_BATCH)] or [[]]
         result: Any = None
         for n, chunk in enumerate(chunks):
-            cmds: list[tuple[Any, ...]] = []
-            for k in chunk:
-                cmds += [("CLIENT", "CACHING", "YES"), ("EXISTS", k)]
             extra = then is not None and n == len(chunks) - 1
-            if extra:
-                cmds.append(then)  # type: ignore[arg-type]
-            if not cmds:
+            if not chunk and not extra:
                 continue
-            self._conn.send_packed_command(self._conn.pack_commands(cmds))
-            moved: set[int] = set()  # slots of keys this node no longer serves
-            for j in range(len(cmds)):
-                if extra and j == len(cmds) - 1:
-                    try:
-                        result = self._conn.read_response()
-                    except redis.ResponseError as exc:
-                        result = exc
-                    continue
-                try:
-                    self._conn.read_response()
-                except redis.ResponseError as exc:
-                    # redis-py raises MovedError/AskError with the "MOVED" cut off
-                    if isinstance(exc, (redis.exceptions.AskError, redis.ReadOnlyError)):
-                        moved.add(key_slot(chunk[j // 2]))
-                    else:
-                        self._warn(logging.WARNING, "watch %s: arming failed: %s", self.node, exc)
-                    continue
-                if j % 2 == 1:
-                    self._armed.add(chunk[j // 2])
-                    self._last_arm[chunk[j // 2]] = time.monotonic()
-            self.wm.armed.labels(node=self.node).inc(len(chunk))
-            if moved:
-                # An ASK (the slot is migrating: the key's writes go to the target now,
-                # unwatched) or a MOVED: stop vouching for those slots at once; the
-                # topology re-read moves them to their owner.
-                if self.slots is not None:
-                    self._shrink(_minus(self.slots, _merge((s, s) for s in moved)))
-                if self.on_moved is not None:
-                    self.on_moved()
+            if self.slots is None:
+                groups = [chunk] if chunk else []
+            else:
+                by_slot: dict[int, list[bytes]] = {}
+                for k in chunk:
+                    by_slot.setdefault(key_slot(k), []).append(k)
+                groups = list(by_slot.values())
+            sent = self._arm_groups(groups, then if extra else None)
+            if extra:
+                result = sent
         self.wm.watched.labels(node=self.node).set(len(self._armed))
+        return result
+
+    def _arm_groups(self, groups: list[list[bytes]], then: tuple[Any, ...] | None) -> Any:
+        """One round trip: CLIENT CACHING yes + EXISTS per group, then ``then``."""
+        cmds: list[tuple[Any, ...]] = []
+        for g in groups:
+            cmds += [("CLIENT", "CACHING", "YES"), ("EXISTS", *g)]
+        if then is not None:
+            cmds.append(then)
+        self._conn.send_packed_command(self._conn.pack_commands(cmds))
+        moved: set[int] = set()  # slots of keys this node no longer serves
+        refused: list[bytes] = []  # keys of a group whose EXISTS failed otherwise
+        result: Any = None
+        armed = 0
+        for j in range(len(cmds)):
+            if then is not None and j == len(cmds) - 1:
+                try:
+                    result = self._conn.read_response()
+                except redis.ResponseError as exc:
+                    result = exc
+                continue
+            g = groups[j // 2]
+            try:
+                self._conn.read_response()
+            except redis.ResponseError as exc:
+                # redis-py raises MovedError/AskError with the "MOVED" cut off
+                if isinstance(exc, (redis.exceptions.AskError, redis.ReadOnlyError)):
+                    moved.add(key_slot(g[0]))
+                elif j % 2 == 1 and len(g) > 1:
+                    refused += g
+                else:
+                    self._warn(logging.WARNING, "watch %s: arming failed: %s", self.node, exc)
+                continue
+            if j % 2 == 1:
+                now = time.monotonic()
+                for k in g:
+                    self._armed.add(k)
+                    self._last_arm[k] = now
+                armed += len(g)
+        self.wm.armed.labels(node=self.node).inc(armed)
+        if refused:
+            # Their keys are armed only now, after ``then`` (an invalidation's PUBLISH)
+            # went out: send it once more after them, as after a deferred re-arm.
+            again = self._arm_groups([[k] for k in refused], then)
+            if then is not None:
+                result = again
+        if moved:
+            # An ASK (the slot is migrating: the key's writes go to the target now,
+            # unwatched) or a MOVED: stop vouching for those slots at once; the
+            # topology re-read moves them to their owner.
+            if self.slots is not None:
+                self._shrink(_minus(self.slots, _merge((s, s) for s in moved)))
+            if self.on_moved is not None:
+                self.on_moved()
         return result
 
     def _drain(self, timeout: float) -> None:

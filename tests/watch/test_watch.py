@@ -176,6 +176,42 @@ def test_on_the_bus_node_the_invalidation_follows_its_re_arm_on_one_connection(
     assert copub >= 5, by_port
 
 
+def test_on_one_node_many_keys_are_armed_with_one_exists(
+    redis_server: RedisServer, daemon: DaemonProcess
+) -> None:
+    # CLIENT CACHING yes arms every key the next command reads: one EXISTS of many keys
+    # arms them all with two commands (a cluster node sends one EXISTS per slot).
+    data = redis.Redis.from_url(redis_server.url)
+    keys = [b"item:many%02d" % i for i in range(12)]
+    for k in keys:
+        data.set(k, b"v0")
+    mon = redis.Redis.from_url(redis_server.url).monitor()
+    seen: list[str] = []
+    with mon as m:
+        stop = threading.Event()
+
+        def read() -> None:
+            while not stop.is_set():
+                seen.append(str(m.next_command()["command"]))
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        with _Load(daemon, dict.fromkeys(keys, 3000.0)):
+            _armed(daemon, len(keys))
+            cache = HotCache.from_url(redis_server.url)
+            try:
+                for k in keys[:3]:  # and each of them is watched
+                    assert _dropped_within(cache, k, partial(data.set, k, b"w")) < BOUND
+            finally:
+                cache.close()
+        stop.set()
+        data.ping()  # one more command for the reader to return with
+        t.join(5)
+    exists = [c.split()[1:] for c in seen if c.startswith("EXISTS item:many")]
+    assert max(len(e) for e in exists) > 1, exists  # several keys in one EXISTS
+    assert {k.decode() for k in keys} <= {k for e in exists for k in e}, exists
+
+
 def test_eviction_under_maxmemory_drops_the_copy() -> None:
     with RedisServer(
         extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random"]

@@ -4,6 +4,9 @@ has only what the watch needs, does its job, and the watch user can do nothing e
 
 from __future__ import annotations
 
+import operator
+from functools import partial
+
 import pytest
 import redis
 
@@ -74,3 +77,38 @@ def test_a_watch_without_its_acl_is_reported_degraded(redis_server: RedisServer)
     ) as d:  # fmt: skip
         assert wait_until(lambda: d.health() == "degraded", timeout=5), d.stderr
         assert d.metric("hotkeyd_watch_up") == 0
+
+
+def test_keys_the_acl_allows_are_armed_beside_keys_it_refuses(redis_server: RedisServer) -> None:
+    # The watch arms many keys with one EXISTS; an ACL that allows some of them only
+    # refuses that EXISTS whole (NOPERM). The allowed keys must still be armed (key by
+    # key), and their writes still reach the apps.
+    admin = redis.Redis.from_url(redis_server.url)
+    for user, rules in (("bus", BUS), ("watch", WATCH)):
+        admin.execute_command(
+            "ACL", "SETUSER", user, "on", f">{user}-pw-0123456789", *rules.split()
+        )
+    allowed = [b"app:item%d" % i for i in range(4)]
+    refused = [b"other:item%d" % i for i in range(4)]
+    for k in allowed + refused:
+        admin.set(k, b"v1")
+    with DaemonProcess(
+        "--redis-url", _url(redis_server, "bus"),
+        "--watch-url", _url(redis_server, "watch"),
+        "--window", "0.5",
+    ) as d, _Load(d, dict.fromkeys(allowed + refused, 3000.0)):  # fmt: skip
+        cache = HotCache.from_url(redis_server.url)
+        try:
+            assert wait_until(lambda: all(k in cache.hotset for k in allowed), timeout=10)
+            assert wait_until(lambda: d.metric("hotkeyd_watch_keys") >= 4, timeout=5), d.stderr
+            assert d.metric("hotkeyd_watch_keys") == 4  # the refused ones are not watched
+            for k in allowed:
+                assert cache.get(k) == b"v1"
+                assert wait_until(partial(operator.contains, cache.local, k), timeout=2)
+                admin.set(k, b"v2")  # a direct write
+                gone = partial(lambda key: key not in cache.local, k)
+                assert wait_until(gone, timeout=0.5), d.stderr
+                assert cache.get(k) == b"v2"
+            assert "NOPERM" in d.stderr or "no permissions" in d.stderr, d.stderr  # logged
+        finally:
+            cache.close()
