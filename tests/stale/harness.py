@@ -143,6 +143,9 @@ class Reader:
             if '"done"' in line:
                 self.done = json.loads(line)
         assert self.done, f"{self.lang} reader ended without a done line: {self.stderr()}"
+        for line in self.stderr().splitlines():
+            if line.startswith("still running"):  # the Node reader's exit watchdog
+                print(f"  {self.lang} reader did not exit by itself after close(): {line}")
         return self.done
 
     def kill(self) -> None:

@@ -93,3 +93,14 @@ process.stdout.write(JSON.stringify({ event: "done", lang: "node", reads, errors
 await cache.close();
 client.disconnect();
 rl.close();
+// Nothing should keep the process alive now. Once in CI (a loaded box, after a CLUSTER
+// FAILOVER) a cluster reader did not exit by itself: if it is still up in 3 s, write what
+// holds it (the harness prints it with the report) and exit, as an app's shutdown would.
+setTimeout(() => {
+  const held = process._getActiveHandles().map((h) => {
+    const name = h?.constructor?.name ?? typeof h;
+    return h?.remotePort ? `${name} ${h.localPort}->${h.remotePort} ${h.readyState ?? ""}` : name;
+  });
+  process.stderr.write(`still running 3 s after close(): ${JSON.stringify(held)} ${JSON.stringify(process.getActiveResourcesInfo())}\n`);
+  process.exit(0);
+}, 3000).unref();
