@@ -10,11 +10,10 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import calculateSlot from "cluster-key-slot";
 import { Cluster } from "ioredis";
 import { LRUCache } from "lru-cache";
 import { MessageAuth, SIGNATURE_BYTES } from "./auth.js";
-import { homePrimary } from "./home.js";
+import { homePrimary, slotOwner } from "./home.js";
 import { keyBytes } from "./keys.js";
 import { keyId, type HotItem } from "./hotset.js";
 import { Subscriber, type RedisLike, type SubscriberOptions } from "./subscriber.js";
@@ -382,8 +381,8 @@ export class HotCache {
   /** On a Cluster: the key's slot and the invalidation channel's have one owner (or no map yet). */
   private homeHolds(key: string): boolean {
     const c = this.client as Cluster;
-    const home = c.slots[calculateSlot(this.subscriber.namespace.invalidateChannel)]?.[0];
-    return home === undefined || c.slots[calculateSlot(key)]?.[0] === home;
+    const home = slotOwner(c, this.subscriber.namespace.invalidateChannel);
+    return home === undefined || slotOwner(c, key) === home;
   }
 
   private drop(key: string): void {

@@ -60,13 +60,18 @@ export function kill(c: Redis | undefined): void {
   destroySocket(c);
 }
 
+/** The primary that serves key's slot in the Cluster's slot map ("host:port"), if loaded. */
+export function slotOwner(cluster: Cluster, key: string): string | undefined {
+  return cluster.slots[calculateSlot(key)]?.[0];
+}
+
 /**
  * The primary that owns channel's slot, as the Cluster's slot map has it (undefined before
  * the map is loaded, or when no connection to that node is in the pool). A PUBLISH sent
  * there reaches the home subscriptions of every SDK without the cluster bus's delay.
  */
 export function homePrimary(cluster: Cluster, channel: string): Redis | undefined {
-  const owner = cluster.slots[calculateSlot(channel)]?.[0];
+  const owner = slotOwner(cluster, channel);
   if (owner === undefined) return undefined;
   return cluster.nodes("master").find((n) => nodeKey(n) === owner);
 }
@@ -104,7 +109,7 @@ export class HomeSubscription {
 
   /** The primary that owns the slot, as the Cluster's slot map says now ("host:port"). */
   owner(): string | undefined {
-    return this.cluster.slots[this.slot]?.[0];
+    return slotOwner(this.cluster, this.o.homeChannel);
   }
 
   /**
