@@ -27,6 +27,17 @@ def test_defaults_and_topics() -> None:
     assert "sasl_plain_password" not in kw
 
 
+def test_default_failover_timing() -> None:
+    """A crashed group member's partitions move after the session timeout plus a
+    rebalance. tests/faults/test_group_failover.py times that takeover with a bound wide
+    enough for shared cores (20 s), which a 10 s session would still pass (16-17 s): this
+    pins the timing the bound and docs/kafka.md assume."""
+    kw = parse_kafka_url("kafka://broker:9092/t?group=g&format=key", env={}).consumer_kwargs()
+    assert kw["session_timeout_ms"] == 6_000  # the brokers' group.min.session.timeout.ms
+    assert kw["heartbeat_interval_ms"] == 1_000
+    assert kw["heartbeat_interval_ms"] * 3 <= kw["session_timeout_ms"]  # Kafka's rule
+
+
 def test_query_options() -> None:
     s = parse_kafka_url(
         "kafka://a:1,b:2/t?group=g1&format=lines&start=earliest&dlq=bad&scale=4"
