@@ -74,7 +74,7 @@ static inline uint64_t memo_hash(const sk_sketch *sk, hash_memo *memo, const cha
     if (m->p != p || m->len != len) {
         m->p = p;
         m->len = len;
-        m->hash = sk_hash(sk, p, len);
+        m->hash = hk_key_hash64(p, len, &sk->hkey);
     } else {
         ++*hits;
     }
@@ -666,7 +666,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                     memo_probes = memo_hits = 0;
                 }
             } else {
-                h = sk_hash(self->sk, p, (size_t)len);
+                h = hk_key_hash64(p, (size_t)len, &self->sk->hkey);
             }
             if (sk_agg_push(agg, p, (uint32_t)len, h, c)) {
                 nplan += sk_agg_drain(agg, plan + nplan);
