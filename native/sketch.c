@@ -99,8 +99,12 @@ static inline uint32_t hk_failures(uint32_t c, uint32_t n, uint64_t u) {
     uint64_t acc = 0;
     int have = 0;
     const uint64_t *pw = hk_pow[c];
+#if defined(__GNUC__) || defined(__clang__)
+    j = 31 - __builtin_clz(n); /* the top bit of n (n >= 1): no loop over its leading zeros */
+#else
     while (!(n >> j))
         j--;
+#endif
     for (; j >= 0; j--) {
         uint64_t cand = have ? mulhi64(acc, pw[j]) : pw[j];
         if (cand >= u) {
@@ -488,9 +492,16 @@ static void hk_merge_slot(uint64_t *b, uint64_t w) {
         b[weak] = w;
 }
 
+/* Whether sk_grow_keys has room to grow (it also fails when out of memory). Inline: once
+ * the table is at its narrowest, every offer that finds the store full asks again. */
+static inline int can_grow_keys(const sk_sketch *s) {
+    const uint32_t minw = s->k > SK_MIN_WIDTH ? s->k : SK_MIN_WIDTH;
+    return s->width / 2 >= minw && s->key_bytes < (uint64_t)s->k * s->max_key_len &&
+           s->key_bytes < SK_MAX_KEY_BYTES;
+}
+
 static int sk_grow_keys(sk_sketch *s) {
     const uint32_t w = s->width, w2 = w / 2, d = s->depth;
-    const uint32_t minw = s->k > SK_MIN_WIDTH ? s->k : SK_MIN_WIDTH;
     const uint64_t cap = (uint64_t)s->k * s->max_key_len;
     const size_t words = s->hk ? SK_HK_SLOTS : 1u;
     uint64_t nk;
@@ -498,7 +509,7 @@ static int sk_grow_keys(sk_sketch *s) {
     uint64_t *row64 = NULL;
     uint32_t *row32 = NULL;
     uint32_t r, j;
-    if (w2 < minw || s->key_bytes >= cap || s->key_bytes >= SK_MAX_KEY_BYTES)
+    if (!can_grow_keys(s))
         return 0;
     nk = s->key_bytes + (uint64_t)(w - w2) * d * cell_size(s->kind);
     if (nk > cap)
@@ -570,10 +581,15 @@ static int sk_grow_keys(sk_sketch *s) {
  * are decayed; see docs/sketch.md.) */
 static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, uint32_t v) {
     int64_t pos;
+    uint32_t hole_off = 0, hole_len = 0;
     if (v == 0)
         return;
-    /* A full heap whose minimum is >= v cannot change: a member already has count >= min. */
-    if (s->size == s->k && v <= s->heap[0].count)
+    /* A full heap whose minimum is >= v cannot change: a member already has count >= min.
+     * Nor can a full key store that will not grow (size < k: the key bytes bind): the loop
+     * below would refuse a newcomer before popping anything. Both before the lookup. */
+    if (s->size && v <= s->heap[0].count &&
+        (s->size == s->k || ((uint64_t)s->live_bytes + len > s->key_bytes &&
+                             !(want_more_keys(s, len) && can_grow_keys(s)))))
         return;
     pos = heap_find(s, h, key, len);
     if (pos >= 0) {
@@ -606,19 +622,36 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
     /* The key does not fit beside the others: drop the weakest entries (all lighter than
      * v) until it does, so a heavy key is never refused because lighter keys hold the
      * space. If the rest are all at least as heavy, it stays untracked. */
-    if (s->size == s->k)
+    /* The largest key popped here leaves a hole the new key may take (its bytes are dead):
+     * without it, a store full of keys (size < k: the key bytes bind) compacts the whole
+     * arena for every new entry. Only where the bytes live changes, not the result. */
+    if (s->size == s->k) {
+        hole_off = s->heap[0].off;
+        hole_len = s->heap[0].len;
         heap_pop_min(s);
+    }
     while ((uint64_t)s->live_bytes + len > s->key_bytes) {
-        if (want_more_keys(s, len) && sk_grow_keys(s))
+        if (want_more_keys(s, len) && can_grow_keys(s) && sk_grow_keys(s))
             continue;
         if (s->heap[0].count >= v)
             return;
+        if (s->heap[0].len > hole_len) {
+            hole_off = s->heap[0].off;
+            hole_len = s->heap[0].len;
+        }
         heap_pop_min(s);
         if (s->space_evictions != SK_COUNT_MAX)
             s->space_evictions++;
     }
     {
-        uint32_t p, off = arena_alloc(s, key, len); /* before size++: compaction must not see p */
+        uint32_t p, off;
+        if (len <= hole_len) {
+            off = hole_off;
+            if (len)
+                memcpy(s->arena + off, key, len);
+        } else {
+            off = arena_alloc(s, key, len); /* before size++: compaction must not see p */
+        }
         p = s->size++;
         s->heap[p].count = v;
         s->heap[p].hash = h;
