@@ -29,11 +29,6 @@ static inline uint64_t rng_next(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-static inline uint32_t sat_add(uint32_t a, uint32_t b) {
-    uint32_t r = a + b;
-    return r < a ? SK_COUNT_MAX : r;
-}
-
 /* Rows straight from the 64-bit key hash (its halves drive double hashing): no second
  * mix on the path from the key's bytes to its first two buckets. Rows from the third on
  * mix x first: plain double hashing puts a key whose first two rows match another key's
@@ -313,23 +308,10 @@ void sk_clear(sk_sketch *s) {
 
 /* ------------------------------------------------------------ top-k heap */
 
-/* Equal bytes; short keys (the common case) without a library call. */
-static inline int bytes_eq(const unsigned char *a, const unsigned char *b, uint32_t len) {
-    if (len >= 8 && len <= 16) {
-        uint64_t x0, x1, y0, y1;
-        memcpy(&x0, a, 8);
-        memcpy(&y0, b, 8);
-        memcpy(&x1, a + len - 8, 8);
-        memcpy(&y1, b + len - 8, 8);
-        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
-    }
-    return len == 0 || memcmp(a, b, len) == 0;
-}
-
 static inline int entry_is(const sk_sketch *s, const sk_entry *e, uint32_t h, const void *key,
                            size_t len) {
     return e->hash == h && e->len == len &&
-           bytes_eq(s->arena + e->off, (const unsigned char *)key, (uint32_t)len);
+           sk_bytes_eq(s->arena + e->off, (const unsigned char *)key, (uint32_t)len);
 }
 
 static inline int64_t heap_find(const sk_sketch *s, uint32_t h, const void *key, size_t len) {
@@ -685,7 +667,7 @@ static uint32_t hk_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
         uint32_t m1 = (uint32_t)(c1 != 0) & (uint32_t)((w1 >> 32) == h);
         if (m0 | m1) {
             uint64_t *cell = b + (m0 ^ 1u); /* slot 0 first */
-            uint32_t c = sat_add((uint32_t)*cell, n);
+            uint32_t c = sk_sat_add((uint32_t)*cell, n);
             *cell = hh | c;
             if (c > maxv)
                 maxv = c;
@@ -744,7 +726,7 @@ static uint32_t cm_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
         if (c < est)
             est = c;
     }
-    v = sat_add(est, n);
+    v = sk_sat_add(est, n);
     for (i = 0; i < s->depth; i++) {
         uint32_t *c = &s->cm[(size_t)i * s->width + idx[i]];
         if (*c < v)
@@ -841,84 +823,6 @@ uint32_t sk_agg_drain(sk_agg *a, sk_agg_entry *out) {
     memcpy(out, a->e, (size_t)n * sizeof(sk_agg_entry));
     agg_next(a);
     return n;
-}
-
-int sk_agg_push(sk_agg *a, const void *key, uint32_t len, uint64_t hash, uint32_t count) {
-    const uint32_t h = hk_fingerprint(hash), tag = h & 0xFFFF0000u;
-    uint32_t i;
-    if (a->direct) {
-        sk_agg_entry *e;
-        if (a->n == SK_AGG_CAP)
-            return 1;
-        e = &a->e[a->n++];
-        e->key = (const unsigned char *)key;
-        e->len = len;
-        e->hash = hash;
-        e->count = count;
-        if (--a->direct == 0)
-            a->drain_first = 1;
-        return 0;
-    }
-    if (a->drain_first)
-        return 1;
-    a->events++; /* undone below when the round is full */
-    for (i = h & (SK_AGG_SLOTS - 1);; i = (i + 1) & (SK_AGG_SLOTS - 1)) {
-        uint32_t v = a->slot[i];
-        sk_agg_entry *e;
-        if (!v)
-            break;
-        if ((v & 0xFFFF0000u) != tag)
-            continue;
-        e = &a->e[(v & 0xFFFFu) - 1];
-        if (e->hash == hash && e->len == len &&
-            (e->key == key || bytes_eq(e->key, (const unsigned char *)key, len))) {
-            e->count = sat_add(e->count, count);
-            a->last = v & 0xFFFFu;
-            return 0;
-        }
-    }
-    if (a->n == SK_AGG_CAP) {
-        a->events--;
-        return 1;
-    }
-    a->e[a->n].key = (const unsigned char *)key;
-    a->e[a->n].len = len;
-    a->e[a->n].hash = hash;
-    a->e[a->n].count = count;
-    a->slot[i] = tag | ++a->n;
-    a->last = a->n;
-    return 0;
-}
-
-#define SK_RUN_MIN_LEN 48u
-
-/* A hot-key storm repeats one key back to back: compare with the previous event's key
- * (tail first, where keys sharing a prefix differ) before paying for a hash. The result
- * is the same as sk_agg_push with the key's hash: only the work differs. */
-int sk_agg_repeat(sk_agg *a, const void *key, uint32_t len, uint32_t count) {
-    sk_agg_entry *e;
-    const unsigned char *k = (const unsigned char *)key;
-    /* Short keys hash in a few ns: the extra, unpredictable branch would cost more
-     * (Zipf 2.0, 12 B: 130 -> 89 M/s when tried for every key). */
-    if (len < SK_RUN_MIN_LEN || !a->last || a->direct || a->drain_first)
-        return 0;
-    e = &a->e[a->last - 1];
-    if (e->len != len)
-        return 0;
-    if (e->key != k) {
-        if (len >= 8) {
-            uint64_t x, y;
-            memcpy(&x, e->key + len - 8, 8);
-            memcpy(&y, k + len - 8, 8);
-            if (x != y)
-                return 0;
-        }
-        if (!bytes_eq(e->key, k, len))
-            return 0;
-    }
-    e->count = sat_add(e->count, count);
-    a->events++;
-    return 1;
 }
 
 void sk_agg_add(sk_sketch *s, sk_agg *a, const void *key, size_t len, uint32_t count) {
@@ -1078,7 +982,7 @@ int sk_merge(sk_sketch *dst, const sk_sketch *src, char *err, size_t errlen) {
         lens[n++] = e->len;
     }
     for (i = 0; i < cells; i++)
-        dst->cm[i] = sat_add(dst->cm[i], src->cm[i]);
+        dst->cm[i] = sk_sat_add(dst->cm[i], src->cm[i]);
     {
         uint32_t kept = dst->space_evictions;
         heap_reset(dst);
