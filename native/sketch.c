@@ -37,9 +37,12 @@ static inline uint64_t rng_next(uint64_t *state) {
 static inline void row_indexes(uint64_t hash, uint32_t width, uint32_t depth, uint32_t *idx) {
     uint32_t h1 = (uint32_t)hash, h2 = (uint32_t)(hash >> 32) | 1u;
     uint32_t i;
-    for (i = 0; i < depth && i < 2; i++)
-        idx[i] = (uint32_t)(((uint64_t)(h1 + i * h2) * width) >> 32);
-    for (; i < depth; i++) {
+    /* depth >= 1; rows 0 and 1 unrolled (the default depth is 2: no loop for them) */
+    idx[0] = (uint32_t)(((uint64_t)h1 * width) >> 32);
+    if (depth < 2)
+        return;
+    idx[1] = (uint32_t)(((uint64_t)(h1 + h2) * width) >> 32);
+    for (i = 2; i < depth; i++) {
         uint32_t x = h1 + i * h2;
         x ^= x >> 16;
         x *= 0x45D9F3Bu;
