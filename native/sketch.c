@@ -659,9 +659,14 @@ static uint32_t hk_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
     uint32_t idx[SK_MAX_DEPTH], i, maxv = 0;
     const uint32_t h = hk_fingerprint(hash);
     const uint64_t hh = (uint64_t)h << 32;
-    row_indexes(hash, s->width, s->depth, idx);
-    for (i = 0; i < s->depth; i++) {
-        uint64_t *b = &s->hk[((size_t)i * s->width + idx[i]) * SK_HK_SLOTS];
+    /* Locals, not s-> and globals: a store to a bucket may alias them as far as the compiler
+     * knows (-fno-strict-aliasing), which reloaded them and stored the rng state per row. */
+    uint64_t *const hk = s->hk;
+    const uint32_t width = s->width, depth = s->depth, levels = hk_levels;
+    uint64_t rng = s->rng;
+    row_indexes(hash, width, depth, idx);
+    for (i = 0; i < depth; i++) {
+        uint64_t *b = &hk[((size_t)i * width + idx[i]) * SK_HK_SLOTS];
         uint64_t w0 = b[0], w1 = b[1];
         uint32_t c0 = (uint32_t)w0, c1 = (uint32_t)w1;
         /* '&' and '|', not '&&': which slot matches is data-dependent, so selecting it
@@ -685,8 +690,8 @@ static uint32_t hk_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
              * (same draws and result as the general loop below). */
             uint32_t weak = c1 < c0, c = weak ? c1 : c0, take;
             uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
-            if (c < hk_levels) {
-                uint64_t u = rng_next(&s->rng);
+            if (c < levels) {
+                uint64_t u = rng_next(&rng);
                 c -= (uint32_t)(u > hk_p0[c]);
                 take = (uint32_t)(c == 0);
                 fp ^= (fp ^ h) & (0 - (uint64_t)take);
@@ -697,8 +702,8 @@ static uint32_t hk_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
         } else {
             uint32_t weak = c1 < c0, c = weak ? c1 : c0, rem = n; /* slot 0 on ties */
             uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
-            while (c < hk_levels) {
-                uint64_t u = rng_next(&s->rng);
+            while (c < levels) {
+                uint64_t u = rng_next(&rng);
                 uint32_t g = rem == 1 ? (u > hk_p0[c] ? 0u : 1u) : hk_failures(c, rem, u);
                 if (g >= rem)
                     break;
@@ -718,6 +723,7 @@ static uint32_t hk_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
             b[weak] = (fp << 32) | c;
         }
     }
+    s->rng = rng;
     return maxv;
 }
 
