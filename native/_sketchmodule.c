@@ -714,7 +714,8 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             if (m)
                 m->tag = round << MEMO_ENT_BITS | agg->last;
         }
-        nplan += sk_agg_drain(agg, plan + nplan);
+        /* The last round is applied from the aggregation table itself (below): no copy
+           to the plan, and no emptying of a table that is freed next. */
     }
     if (!sketch_idle(self)) {
         /* Waiting releases the GIL: keep the key objects alive against list mutation. */
@@ -726,6 +727,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
         wait_idle(self);
     }
     sk_apply(self->sk, plan, nplan);
+    sk_apply(self->sk, agg->e, agg->n);
     result = Py_None;
     Py_INCREF(result);
 done:
