@@ -650,6 +650,68 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
 
 /* ------------------------------------------------------------- updates */
 
+/* One row of hk_update_cells: the key's bucket b; returns the new maxv. */
+static inline uint32_t hk_update_row(uint64_t *b, uint32_t h, uint32_t n, uint32_t maxv,
+                                     uint64_t *rng, uint32_t levels) {
+    const uint64_t hh = (uint64_t)h << 32;
+    uint64_t w0 = b[0], w1 = b[1];
+    uint32_t c0 = (uint32_t)w0, c1 = (uint32_t)w1;
+    /* '&' and '|', not '&&': which slot matches is data-dependent, so selecting it
+     * with arithmetic avoids a second mispredicted branch per row. */
+    uint32_t m0 = (uint32_t)(c0 != 0) & (uint32_t)((w0 >> 32) == h);
+    uint32_t m1 = (uint32_t)(c1 != 0) & (uint32_t)((w1 >> 32) == h);
+    if (m0 | m1) {
+        uint64_t *cell = b + (m0 ^ 1u); /* slot 0 first */
+        uint32_t c = sk_sat_add((uint32_t)*cell, n);
+        *cell = hh | c;
+        if (c > maxv)
+            maxv = c;
+    } else if ((c0 == 0) | (c1 == 0)) {
+        b[c0 != 0] = hh | n; /* first empty slot */
+        if (n > maxv)
+            maxv = n;
+    } else if (n == 1) {
+        /* The unit update, most events at low skew: one draw, decrement with
+         * probability b^-c, and the key takes the slot when it reaches 0. Whether it
+         * decrements is a coin flip, so it is selected arithmetically, not branched on
+         * (same draws and result as the general loop below). */
+        uint32_t weak = c1 < c0, c = weak ? c1 : c0, take;
+        uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
+        if (c < levels) {
+            uint64_t u = rng_next(rng);
+            c -= (uint32_t)(u > hk_p0[c]);
+            take = (uint32_t)(c == 0);
+            fp ^= (fp ^ h) & (0 - (uint64_t)take);
+            c += take;
+            maxv += take & (uint32_t)(maxv == 0); /* max(maxv, 1) when taken */
+        }
+        b[weak] = (fp << 32) | c;
+    } else {
+        uint32_t weak = c1 < c0, c = weak ? c1 : c0, rem = n; /* slot 0 on ties */
+        uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
+        while (c < levels) {
+            uint64_t u = rng_next(rng);
+            uint32_t g = rem == 1 ? (u > hk_p0[c] ? 0u : 1u) : hk_failures(c, rem, u);
+            if (g >= rem)
+                break;
+            rem -= g;
+            c--;
+            if (c == 0) {
+                fp = h;
+                c = rem;
+                if (c > maxv)
+                    maxv = c;
+                break;
+            }
+            rem--;
+            if (rem == 0)
+                break;
+        }
+        b[weak] = (fp << 32) | c;
+    }
+    return maxv;
+}
+
 /* One bucket per row, SK_HK_SLOTS (2) slots per bucket (HeavyGuardian-style, Yang et al.
  * KDD 2018): the key's own slot is incremented; else an empty slot is taken; else only the
  * weaker slot (smaller counter, slot 0 on ties) decays, so a heavy key sharing its bucket
@@ -658,70 +720,20 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
 static uint32_t hk_update_cells(sk_sketch *s, uint64_t hash, uint32_t n) {
     uint32_t idx[SK_MAX_DEPTH], i, maxv = 0;
     const uint32_t h = hk_fingerprint(hash);
-    const uint64_t hh = (uint64_t)h << 32;
     /* Locals, not s-> and globals: a store to a bucket may alias them as far as the compiler
      * knows (-fno-strict-aliasing), which reloaded them and stored the rng state per row. */
     uint64_t *const hk = s->hk;
     const uint32_t width = s->width, depth = s->depth, levels = hk_levels;
     uint64_t rng = s->rng;
-    row_indexes(hash, width, depth, idx);
-    for (i = 0; i < depth; i++) {
-        uint64_t *b = &hk[((size_t)i * width + idx[i]) * SK_HK_SLOTS];
-        uint64_t w0 = b[0], w1 = b[1];
-        uint32_t c0 = (uint32_t)w0, c1 = (uint32_t)w1;
-        /* '&' and '|', not '&&': which slot matches is data-dependent, so selecting it
-         * with arithmetic avoids a second mispredicted branch per row. */
-        uint32_t m0 = (uint32_t)(c0 != 0) & (uint32_t)((w0 >> 32) == h);
-        uint32_t m1 = (uint32_t)(c1 != 0) & (uint32_t)((w1 >> 32) == h);
-        if (m0 | m1) {
-            uint64_t *cell = b + (m0 ^ 1u); /* slot 0 first */
-            uint32_t c = sk_sat_add((uint32_t)*cell, n);
-            *cell = hh | c;
-            if (c > maxv)
-                maxv = c;
-        } else if ((c0 == 0) | (c1 == 0)) {
-            b[c0 != 0] = hh | n; /* first empty slot */
-            if (n > maxv)
-                maxv = n;
-        } else if (n == 1) {
-            /* The unit update, most events at low skew: one draw, decrement with
-             * probability b^-c, and the key takes the slot when it reaches 0. Whether it
-             * decrements is a coin flip, so it is selected arithmetically, not branched on
-             * (same draws and result as the general loop below). */
-            uint32_t weak = c1 < c0, c = weak ? c1 : c0, take;
-            uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
-            if (c < levels) {
-                uint64_t u = rng_next(&rng);
-                c -= (uint32_t)(u > hk_p0[c]);
-                take = (uint32_t)(c == 0);
-                fp ^= (fp ^ h) & (0 - (uint64_t)take);
-                c += take;
-                maxv += take & (uint32_t)(maxv == 0); /* max(maxv, 1) when taken */
-            }
-            b[weak] = (fp << 32) | c;
-        } else {
-            uint32_t weak = c1 < c0, c = weak ? c1 : c0, rem = n; /* slot 0 on ties */
-            uint64_t fp = weak ? w1 >> 32 : w0 >> 32;
-            while (c < levels) {
-                uint64_t u = rng_next(&rng);
-                uint32_t g = rem == 1 ? (u > hk_p0[c] ? 0u : 1u) : hk_failures(c, rem, u);
-                if (g >= rem)
-                    break;
-                rem -= g;
-                c--;
-                if (c == 0) {
-                    fp = h;
-                    c = rem;
-                    if (c > maxv)
-                        maxv = c;
-                    break;
-                }
-                rem--;
-                if (rem == 0)
-                    break;
-            }
-            b[weak] = (fp << 32) | c;
-        }
+    if (depth == 2) { /* the default depth: both rows straight-line, in the same order */
+        row_indexes(hash, width, 2, idx);
+        maxv = hk_update_row(&hk[(size_t)idx[0] * SK_HK_SLOTS], h, n, maxv, &rng, levels);
+        maxv = hk_update_row(&hk[((size_t)width + idx[1]) * SK_HK_SLOTS], h, n, maxv, &rng, levels);
+    } else {
+        row_indexes(hash, width, depth, idx);
+        for (i = 0; i < depth; i++)
+            maxv = hk_update_row(&hk[((size_t)i * width + idx[i]) * SK_HK_SLOTS], h, n, maxv, &rng,
+                                 levels);
     }
     s->rng = rng;
     return maxv;
