@@ -558,24 +558,25 @@ static int sk_grow_keys(sk_sketch *s) {
     return 1;
 }
 
+/* 1 when an offer of v cannot change the heap (inline in the callers: most offers stop
+ * here once the heap is full). A full heap whose minimum is >= v cannot change: a member
+ * already has count >= min. Nor can a full key store that will not grow (size < k: the
+ * key bytes bind): topk_insert would refuse a newcomer before popping anything. */
+static inline int topk_unchanged(const sk_sketch *s, uint32_t len, uint32_t v) {
+    return v == 0 || (s->size && v <= s->heap[0].count &&
+                      (s->size == s->k || ((uint64_t)s->live_bytes + len > s->key_bytes &&
+                                           !(want_more_keys(s, len) && can_grow_keys(s)))));
+}
+
 /* Offer (key, v) to the heap; v is the key's sketch estimate after the update.
  * As in the HeavyKeeper paper, a member's count becomes max(count, v). For
  * HeavyKeeper both are lower bounds of the true count; for Count-Min both are
  * upper bounds. (Adding the exact increment to members was tried: tighter counts,
  * but lower precision, because members then outrank non-members whose estimates
  * are decayed; see docs/sketch.md.) */
-static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, uint32_t v) {
+static void topk_insert(sk_sketch *s, const void *key, uint32_t len, uint32_t h, uint32_t v) {
     int64_t pos;
     uint32_t hole_off = 0, hole_len = 0;
-    if (v == 0)
-        return;
-    /* A full heap whose minimum is >= v cannot change: a member already has count >= min.
-     * Nor can a full key store that will not grow (size < k: the key bytes bind): the loop
-     * below would refuse a newcomer before popping anything. Both before the lookup. */
-    if (s->size && v <= s->heap[0].count &&
-        (s->size == s->k || ((uint64_t)s->live_bytes + len > s->key_bytes &&
-                             !(want_more_keys(s, len) && can_grow_keys(s)))))
-        return;
     pos = heap_find(s, h, key, len);
     if (pos >= 0) {
         if (v > s->heap[pos].count) {
@@ -646,6 +647,11 @@ static void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, 
         index_insert(s, p);
         sift_up(s, p);
     }
+}
+
+static inline void topk_offer(sk_sketch *s, const void *key, uint32_t len, uint32_t h, uint32_t v) {
+    if (!topk_unchanged(s, len, v))
+        topk_insert(s, key, len, h, v);
 }
 
 /* ------------------------------------------------------------- updates */
