@@ -62,23 +62,33 @@ static inline void prefetch_data(PyObject *q) {
 #endif
 #define MEMO_TRIAL 1024u
 #define MEMO_MISS_DEN 8u
+/* A memo entry also remembers the aggregation entry its key went to (ent, 1-based) and
+ * in which round (a count of drains, in the high bits of tag): a hit in the same round adds
+ * to that entry directly, as sk_agg_push would after probing for it (a round's entries
+ * are distinct keys, so it is the one entry the probe finds). */
+#define MEMO_ENT_BITS 13 /* entries 1..SK_AGG_CAP */
+#define MEMO_ROUNDS ((uint32_t)1 << (32 - MEMO_ENT_BITS)) /* then the memo is cleared */
+#if SK_AGG_CAP >= (1u << MEMO_ENT_BITS)
+#error "MEMO_ENT_BITS must hold every aggregation entry index"
+#endif
 typedef struct {
     const char *p;
     uint64_t hash;
-    size_t len;
+    uint32_t len;
+    uint32_t tag; /* round << MEMO_ENT_BITS | ent; 0 = none */
 } hash_memo;
 
-static inline uint64_t memo_hash(const sk_sketch *sk, hash_memo *memo, const char *p, size_t len,
-                                 uint32_t *hits) {
-    hash_memo *m = &memo[((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> (64 - MEMO_BITS)];
-    if (m->p != p || m->len != len) {
-        m->p = p;
-        m->len = len;
-        m->hash = sk_hash(sk, p, len);
-    } else {
-        ++*hits;
-    }
-    return m->hash;
+static inline hash_memo *memo_slot(hash_memo *memo, const char *p) {
+    return &memo[((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> (64 - MEMO_BITS)];
+}
+
+/* After a drain: the next round; when the round numbers run out, every tag is dropped. */
+static uint32_t memo_next_round(hash_memo *memo, uint32_t round) {
+    if (++round < MEMO_ROUNDS)
+        return round;
+    if (memo)
+        memset(memo, 0, ((size_t)1 << MEMO_BITS) * sizeof(hash_memo));
+    return 1;
 }
 
 static PyObject *SketchError;
@@ -547,7 +557,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
     keyref *views = NULL;
     sk_agg *agg = NULL; /* per-call scratch (128 KiB), not sketch state */
     hash_memo *memo = NULL; /* per-call, allocated at the first long key (96 KiB) */
-    uint32_t memo_probes = 0, memo_hits = 0;
+    uint32_t memo_probes = 0, memo_hits = 0, round = 1; /* round: drains so far + 1 */
     int memo_on = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:update_many", kwlist, &okeys, &ocounts))
         return NULL;
@@ -600,6 +610,8 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             Py_ssize_t len;
             uint32_t c = counts ? counts[i] : 1;
             uint64_t h;
+            hash_memo *m;
+            int hit;
             /* Two stages: the object header PREFETCH_AHEAD ahead, then (header now cached)
                every cache line of a bytes key's data PREFETCH_DATA_AHEAD ahead (below). */
             if (!hold && i + PREFETCH_AHEAD < n)
@@ -652,6 +664,8 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
             }
             if (c == 0 || sk_agg_repeat(agg, p, (uint32_t)len, c))
                 continue;
+            m = NULL;
+            hit = 0;
             if (immutable && memo_on && (size_t)len >= MEMO_MIN_LEN) {
                 if (!memo) {
                     memo = (hash_memo *)PyMem_Calloc((size_t)1 << MEMO_BITS, sizeof(hash_memo));
@@ -660,20 +674,48 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
                         goto done;
                     }
                 }
-                h = memo_hash(self->sk, memo, p, (size_t)len, &memo_hits);
+                m = memo_slot(memo, p);
+                if (m->p == p && m->len == (uint32_t)len) {
+                    memo_hits++;
+                    hit = 1;
+                }
                 if (++memo_probes == MEMO_TRIAL) {
                     memo_on = memo_hits * MEMO_MISS_DEN >= MEMO_TRIAL;
                     memo_probes = memo_hits = 0;
                 }
-            } else {
-                h = sk_hash(self->sk, p, (size_t)len);
+                if (hit) {
+                    /* Same round, aggregating (not direct, no drain due): the entry. */
+                    if ((m->tag >> MEMO_ENT_BITS) == round && !agg->direct && !agg->drain_first) {
+                        const uint32_t ent = m->tag & ((1u << MEMO_ENT_BITS) - 1u);
+                        sk_agg_entry *e = &agg->e[ent - 1];
+                        e->count = sk_sat_add(e->count, c);
+                        agg->events++;
+                        agg->last = ent;
+                        continue;
+                    }
+                    h = m->hash;
+                } else {
+                    m->p = p;
+                    m->len = (uint32_t)len;
+                }
+            }
+            if (!hit) { /* one call site: the hash stays inline */
+                h = hk_key_hash64(p, (size_t)len, &self->sk->hkey);
+                if (m)
+                    m->hash = h;
             }
             if (sk_agg_push(agg, p, (uint32_t)len, h, c)) {
                 nplan += sk_agg_drain(agg, plan + nplan);
+                round = memo_next_round(memo, round);
                 sk_agg_push(agg, p, (uint32_t)len, h, c);
             }
+            /* agg->last is this key's entry after an aggregating push; after a direct one
+               the tag is never used (that round ends in a drain first). */
+            if (m)
+                m->tag = round << MEMO_ENT_BITS | agg->last;
         }
-        nplan += sk_agg_drain(agg, plan + nplan);
+        /* The last round is applied from the aggregation table itself (below): no copy
+           to the plan, and no emptying of a table that is freed next. */
     }
     if (!sketch_idle(self)) {
         /* Waiting releases the GIL: keep the key objects alive against list mutation. */
@@ -685,6 +727,7 @@ static PyObject *Sketch_update_many(SketchObject *self, PyObject *args, PyObject
         wait_idle(self);
     }
     sk_apply(self->sk, plan, nplan);
+    sk_apply(self->sk, agg->e, agg->n);
     result = Py_None;
     Py_INCREF(result);
 done:

@@ -77,6 +77,31 @@ int hk_simd_set(int on) {
     return was;
 }
 
+/* Keys of HK_MID_KEY bytes or more (keyhash.h has the specification and the shorter
+ * paths): 8-block groups (AVX2 when the CPU has it), then the rest of the blocks. */
+uint64_t hk_long_hash64(const unsigned char *p, size_t len, const hk_key *k) {
+    const size_t nblocks = len / 16;
+    uint64_t acc = (uint64_t)len * HK_P1 + k->s64, tw = 0;
+    size_t i = 0, j;
+    if (nblocks >= 8 && hk_simd) {
+        const size_t groups = nblocks / 8;
+        acc += hk_groups_avx2(p, groups, k);
+        i = groups * 8;
+        tw = (uint64_t)groups * k->step;
+    }
+    for (; i + 8 <= nblocks; i += 8, tw += k->step)
+        for (j = 0; j < 8; j++)
+            acc += hk_mix(hk_load_le64(p + 16 * (i + j)), hk_load_le64(p + 16 * (i + j) + 8),
+                          k->t[2 * j] + tw, k->t[2 * j + 1] - tw);
+    for (j = 0; i + j < nblocks; j++)
+        acc += hk_mix(hk_load_le64(p + 16 * (i + j)), hk_load_le64(p + 16 * (i + j) + 8),
+                      k->t[2 * j] + tw, k->t[2 * j + 1] - tw);
+    if (len & 15u)
+        acc +=
+            hk_mix(hk_load_le64(p + len - 16), hk_load_le64(p + len - 8), k->last[0], k->last[1]);
+    return hk_fmix64(acc);
+}
+
 uint32_t hk_key_hash(const void *key, size_t len, uint64_t seed) {
     hk_key k;
     hk_key_init(&k, seed);

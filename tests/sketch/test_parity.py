@@ -328,3 +328,30 @@ def test_long_key_hash_memo_agrees(mods: tuple[Any, Any], name: str) -> None:
         sk.update_many(stream, counts)
         sk.update_many(fresh + stream)
     _assert_same(a, b, set(pool[:200]) | set(pool[-200:]))
+
+
+@pytest.mark.parametrize("name", ["HeavyKeeper", "CountMinTopK"])
+def test_memo_entries_across_rounds_and_direct_mode(mods: tuple[Any, Any], name: str) -> None:
+    """A memo hit adds to the aggregation entry its key took earlier in the same round.
+    Phases of the same long key objects: a hot few (aggregating rounds, hits), then
+    thousands of distinct keys with few repeats (full rounds: direct mode, where hits must
+    not add to an entry), then the hot few again (a new round after direct mode drains):
+    the same sketch as the twin."""
+    import random
+
+    rnd = random.Random(31)
+    pool = [(b"memo:%d:" % i).ljust(100, b"#") for i in range(20_000)]
+    hot = pool[:8]
+    stream: list[bytes] = []
+    for phase in range(3):
+        for _ in range(30_000):
+            if phase == 1 and rnd.random() < 0.9:
+                stream.append(pool[rnd.randrange(8, len(pool))])
+            else:
+                stream.append(hot[rnd.randrange(len(hot))])
+    a = getattr(mods[0], name)(k=16, memory=65536, seed=9, max_key_len=100)
+    b = getattr(mods[1], name)(k=16, memory=65536, seed=9, max_key_len=100)
+    for sk in (a, b):
+        sk.update_many(stream)
+        sk.update_many(stream, [1 + i % 4 for i in range(len(stream))])
+    _assert_same(a, b, set(hot) | set(pool[8:208]))
