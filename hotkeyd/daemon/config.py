@@ -99,6 +99,13 @@ class Settings:
         multiple=True,
     )
     watch: bool = option(True, "Watch the hot keys on the data Redis (--no-watch: off).")
+    watch_rearm_budget: int = option(
+        5000,
+        "Re-arms per second the watch may cost each data Redis node. Past it, a hot key "
+        "is re-armed at most every N / budget seconds, N the hot keys written in the last "
+        "second (50-250 ms), and a write while its re-arm waits is dropped within that; "
+        "0: no budget (50 ms).",
+    )
     instance: str | None = option(None, "Instance id [default: host-pid-random].")
     auth_key_file: str | None = option(
         None,
@@ -187,6 +194,12 @@ class Settings:
             raise bad("shutdown_timeout", "must be > 0 seconds", self.shutdown_timeout)
         if not self.lag_alert > 0:
             raise bad("lag_alert", "must be > 0 seconds", self.lag_alert)
+        if self.watch_rearm_budget < 0:
+            raise bad(
+                "watch_rearm_budget",
+                "must be >= 0 re-arms/s (0: no budget)",
+                self.watch_rearm_budget,
+            )
         if self.history_maxlen < 1:
             raise bad("history_maxlen", "must be >= 1", self.history_maxlen)
         if not self.history_max_age > 0:

@@ -87,6 +87,7 @@ def make_watch(settings: Settings, *, namespace: Namespace, instance: str, metri
         origin=instance,
         auth=make_auth(settings),
         metrics=metrics,
+        rearm_budget=settings.watch_rearm_budget,
     )
 
 

@@ -57,10 +57,26 @@ from hotkeyd.protocol.auth import MessageAuth
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.watch.bus import _Bus
 from hotkeyd.watch.metrics import WatchMetrics
-from hotkeyd.watch.node import HEARTBEAT_INTERVAL, REARM_SPACING, NodeWatch
+from hotkeyd.watch.node import (
+    HEARTBEAT_INTERVAL,
+    MAX_REARM_SPACING,
+    REARM_BUDGET,
+    REARM_SPACING,
+    NodeWatch,
+    rearm_spacing,
+)
 from hotkeyd.watch.slots import _merge
 
-__all__ = ["HEARTBEAT_INTERVAL", "REARM_SPACING", "NodeWatch", "Watch", "WatchMetrics"]
+__all__ = [
+    "HEARTBEAT_INTERVAL",
+    "MAX_REARM_SPACING",
+    "REARM_BUDGET",
+    "REARM_SPACING",
+    "NodeWatch",
+    "Watch",
+    "WatchMetrics",
+    "rearm_spacing",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +92,8 @@ class Watch:
             one watch per primary, and each key is armed on the primary owning its slot.
         bus_url: the bus Redis (``--redis-url``) where invalidations and heartbeats go.
         namespace, origin, auth, metrics: as the daemon's publisher.
+        rearm_budget: re-arms per second each node's watch may cost its Redis
+            (``--watch-rearm-budget``; 0: none); see :data:`REARM_BUDGET`.
     """
 
     def __init__(
@@ -87,8 +105,10 @@ class Watch:
         origin: str,
         auth: MessageAuth | None,
         metrics: Metrics,
+        rearm_budget: int = REARM_BUDGET,
     ) -> None:
         self.urls = list(urls)
+        self.rearm_budget = rearm_budget
         self.bus = _Bus(bus_url, namespace, auth)
         self.origin = origin
         self.wm = WatchMetrics(metrics)
@@ -138,7 +158,10 @@ class Watch:
         finally:
             probe.close()
         if not slots:
-            nw = NodeWatch(url, f"{s.host}:{s.port}", self.bus, self.origin, self.wm)
+            nw = NodeWatch(
+                url, f"{s.host}:{s.port}", self.bus, self.origin, self.wm,
+                rearm_budget=self.rearm_budget,
+            )  # fmt: skip
             self._plain[url] = nw
             self.nodes.append(nw.start())
             return
@@ -158,6 +181,7 @@ class Watch:
                     nurl, node, self.bus, self.origin, self.wm,
                     on_moved=self._refresh.set,
                     on_slots=functools.partial(self._topology_from, url),
+                    rearm_budget=self.rearm_budget,
                 ).start()  # fmt: skip
                 self.nodes.append(by_node[node])
             ranges.append((lo, hi, by_node[node]))

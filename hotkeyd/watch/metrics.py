@@ -35,6 +35,12 @@ class WatchMetrics:
             "hotkeyd_watch_epoch", "The node's watch epoch (bumped by every reconnect).",
             ["node"], registry=r,
         )  # fmt: skip
+        self.spacing = Gauge(
+            "hotkeyd_watch_rearm_spacing_seconds",
+            "Least time between two re-arms of one key on the node: 0.05 s, more while the "
+            "keys written in the last second would cost more re-arms than the budget.",
+            ["node"], registry=r,
+        )  # fmt: skip
         self.watched = Gauge(
             "hotkeyd_watch_keys", "Hot keys currently armed on the node.", ["node"], registry=r
         )

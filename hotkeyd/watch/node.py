@@ -4,6 +4,7 @@ heartbeats (the design is in :mod:`hotkeyd.watch`)."""
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import logging
 import os
@@ -26,7 +27,14 @@ from hotkeyd.watch.bus import _Bus
 from hotkeyd.watch.metrics import WatchMetrics
 from hotkeyd.watch.slots import Ranges, _fmt, _holds, _intersect, _merge, _minus, _owned
 
-__all__ = ["HEARTBEAT_INTERVAL", "REARM_SPACING", "NodeWatch"]
+__all__ = [
+    "HEARTBEAT_INTERVAL",
+    "MAX_REARM_SPACING",
+    "REARM_BUDGET",
+    "REARM_SPACING",
+    "NodeWatch",
+    "rearm_spacing",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +48,42 @@ REARM_SPACING = 0.05
 (``tracking-table-max-keys``) makes each re-arm evict another key, which Redis reports
 as an invalidation: without spacing the watch would broadcast thousands per second.
 A key invalidated again sooner is broadcast at once *and* once more after its deferred
-re-arm, so a write in between is still dropped within this spacing."""
+re-arm, so a write in between is still dropped within this spacing. This is the least
+spacing: under a re-arm budget it grows (:func:`rearm_spacing`)."""
+
+REARM_BUDGET = 5000
+"""Re-arms per second one node's watch may cost the data Redis (``--watch-rearm-budget``).
+Each write to an armed key costs Redis a push, a re-arm and its share of a PUBLISH; when
+many hot keys are each written many times a second, that is what the data Redis pays
+for the watch. The budget caps it by spacing the re-arms of the keys written most often
+(:func:`rearm_spacing`); 0 turns it off (spacing stays :data:`REARM_SPACING`)."""
+
+MAX_REARM_SPACING = 0.25
+"""The most a budget may space one key's re-arms, in seconds: below the strict mode's
+300 ms watch lease, so a write to a key re-armed late is still dropped within it."""
+
+_BUSY_WINDOW = 1.0  # seconds: a key written within it counts against the budget
+_COALESCE = 0.001
+"""Seconds a busy watch lets pushes gather: pushes read within this long of the last
+handled batch wait for its end and are handled together (one re-arm and one PUBLISH
+for all of them). A watch that is not busy handles a push at once."""
+_COALESCE_OVER_BUDGET = 0.005
+"""The same while the budget spaces re-arms (spacing above :data:`REARM_SPACING`): the
+watch's own round trips, like the re-arms Redis serves, stay bounded (at most 200 a
+second), and a push waits at most 5 ms, a small part of the spacing it is under."""
+
+
+def rearm_spacing(busy: int, budget: int) -> float:
+    """Seconds between two re-arms of one key when ``busy`` keys were written in the last
+    second: each key is re-armed at most once per spacing, so the node's re-arms stay
+    under ``busy / spacing = budget`` a second. A key written less often than once per
+    spacing is never deferred: only the keys written most often wait, and a write to
+    one of them is dropped within the spacing instead of at once. Between
+    :data:`REARM_SPACING` and :data:`MAX_REARM_SPACING` (a budget that would need more
+    is exceeded, never the lease)."""
+    if budget <= 0:
+        return REARM_SPACING
+    return min(MAX_REARM_SPACING, max(REARM_SPACING, busy / budget))
 
 
 class NodeWatch:
@@ -55,6 +98,8 @@ class NodeWatch:
         on_moved: called when the node answers MOVED (a cluster's slots moved).
         on_slots: a cluster node: called, from the watch thread, with the node's
             ``CLUSTER SLOTS`` reply when it differs from the slots assigned to the node.
+        rearm_budget: re-arms per second this node may cost the data Redis (0: no
+            budget); see :data:`REARM_BUDGET`.
     """
 
     def __init__(
@@ -67,8 +112,12 @@ class NodeWatch:
         *,
         on_moved: Callable[[], None] | None = None,
         on_slots: Callable[[Any], None] | None = None,
+        rearm_budget: int = REARM_BUDGET,
     ) -> None:
         self.url, self.node, self.bus, self.origin, self.wm = url, node, bus, origin, wm
+        self.rearm_budget = rearm_budget
+        self.spacing = REARM_SPACING  # between two re-arms of one key (rearm_spacing)
+        wm.spacing.labels(node=node).set(REARM_SPACING)
         self.on_moved = on_moved
         self.on_slots = on_slots
         self.epoch = 0
@@ -92,8 +141,11 @@ class NodeWatch:
         self._armed: set[bytes] = set()
         self._last_arm: dict[bytes, float] = {}
         self._deferred: dict[bytes, float] = {}  # key -> when to re-arm it
+        self._due: list[tuple[float, bytes]] = []  # heap of _deferred's (time, key)
+        self._written: dict[bytes, float] = {}  # hot key -> its last write push (budget)
         self._pushes: list[list[bytes] | None] = []
         self._pushed_at = 0  # CLOCK_MONOTONIC ns: when the first of _pushes was read
+        self._handled_at = 0.0  # when the last batch of pushes was handled (_COALESCE)
         self._trace = _trace_file()
         self._changed = threading.Event()
         self._stop = threading.Event()
@@ -170,8 +222,8 @@ class NodeWatch:
                 due = next_beat
                 if self._pushes:  # read along with a reply (PING, arming): handle them now
                     due = now
-                elif self._deferred:
-                    due = min(due, min(self._deferred.values()))
+                elif self._due:
+                    due = min(due, self._due[0][0])
                 self._drain(max(0.0, min(due - now, HEARTBEAT_INTERVAL)))
                 self._handle_pushes()
                 self._due_rearms()
@@ -179,6 +231,7 @@ class NodeWatch:
                 if now >= next_beat or self._beat_now:
                     next_beat = now + HEARTBEAT_INTERVAL
                     self._beat_now = False
+                    self._pace(now)
                     # A round trip first: a half-open connection blocks here (socket
                     # timeout), so its heartbeats stop and strict apps stop serving
                     # within their lease instead of trusting a dead watch.
@@ -273,6 +326,7 @@ class NodeWatch:
         self.armed_seq = 0
         self._armed.clear()
         self._deferred.clear()
+        self._due.clear()
         self._changed.clear()
         self._sync()  # re-arm every hot key first ...
         if self.epoch > 1:  # ... then drop the copies taken while unwatched
@@ -299,7 +353,8 @@ class NodeWatch:
         self._armed -= gone  # cooled keys: Redis forgets them at their next write
         for k in [k for k in self._last_arm if k not in want]:
             del self._last_arm[k]
-        # A key whose re-arm is deferred (REARM_SPACING) waits for it: the apps were told,
+            self._written.pop(k, None)
+        # A key whose re-arm is deferred (self.spacing) waits for it: the apps were told,
         # and are told again once it is re-armed.
         self._arm([k for k in want if k not in self._armed and k not in self._deferred])
         if all(k in self._armed or k in self._deferred for k in want):
@@ -432,6 +487,12 @@ class NodeWatch:
     def _handle_pushes(self) -> None:
         if not self._pushes:
             return
+        gather = _COALESCE if self.spacing <= REARM_SPACING else _COALESCE_OVER_BUDGET
+        wait = self._handled_at + gather - time.monotonic()
+        if wait > 0:  # busy: writes to hot keys come faster than one a millisecond
+            time.sleep(wait)
+            self._drain(0.0)
+        self._handled_at = time.monotonic()
         pushes, self._pushes = self._pushes, []
         flush = any(p is None for p in pushes)
         if flush:  # every hot key, also one whose arming is still under way
@@ -448,63 +509,81 @@ class NodeWatch:
             want = self._want
         now = time.monotonic()
         now_keys, later = [], []
+        spacing = self.spacing
         for k in keys:
             if k not in want:
                 continue
-            if now - self._last_arm.get(k, 0.0) < REARM_SPACING:
+            if not flush:
+                self._written[k] = now
+            if now - self._last_arm.get(k, 0.0) < spacing:
                 later.append(k)
             else:
                 now_keys.append(k)
+        self._rearm_then_publish(now_keys, keys, cause, self._pushed_at)
+        if later:
+            self._warn(
+                logging.WARNING,
+                "watch %s: keys invalidated faster than every %g s, re-arms spaced (keys "
+                "written that often, e.g. a write-hot counter, %d keys written in the last "
+                "second against a budget of %d re-arms/s, or a tracking table smaller than "
+                "the hot set: see tracking-table-max-keys)",
+                self.node, spacing, len(self._written), self.rearm_budget,
+            )  # fmt: skip
+            for k in later:
+                if k not in self._deferred:
+                    t = self._deferred[k] = self._last_arm[k] + spacing
+                    heapq.heappush(self._due, (t, k))
+
+    def _rearm_then_publish(
+        self, arm: list[bytes], keys: Iterable[bytes], cause: str, pushed_at: int = 0
+    ) -> None:
+        """Re-arm ``arm``, then invalidate ``keys`` on the bus: on the bus node, the
+        PUBLISH pipelined after the re-arm on the tracking connection (one round trip)."""
         ks = sorted(keys)
         if self._copublish and len(ks) <= _ARM_BATCH:
             body = encode_invalidation(self.origin, ks)
             if self.bus.auth is not None:
                 body = self.bus.auth.sign(body)
-            sent = self._arm(
-                now_keys, then=(self.bus.cmd, self.bus.namespace.invalidate_channel, body)
+            sent = self._arm(arm, then=(self.bus.cmd, self.bus.namespace.invalidate_channel, body))
+            if not isinstance(sent, redis.ResponseError):
+                self._sent(ks, cause, pushed_at)
+                return
+            self._warn(  # e.g. NOPERM: the bus's own path
+                logging.WARNING, "watch %s: publishing with the re-arm failed: %s", self.node, sent
             )
-            if isinstance(sent, redis.ResponseError):  # e.g. NOPERM: the bus's own path
-                self._warn(
-                    logging.WARNING,
-                    "watch %s: publishing with the re-arm failed: %s",
-                    self.node,
-                    sent,
-                )
-                ks_left: list[bytes] = ks
-            else:
-                self._sent(ks, cause, self._pushed_at)
-                ks_left = []
         else:
-            self._arm(now_keys)
-            ks_left = ks
-        if later:
-            self._warn(
-                logging.WARNING,
-                "watch %s: keys invalidated faster than every %g s, re-arms spaced (keys "
-                "written that often, e.g. a write-hot counter, or a tracking table smaller "
-                "than the hot set: see tracking-table-max-keys)",
-                self.node, REARM_SPACING,
-            )  # fmt: skip
-            for k in later:
-                self._deferred.setdefault(k, self._last_arm[k] + REARM_SPACING)
-        if ks_left:
-            self._broadcast(ks_left, cause, self._pushed_at)
+            self._arm(arm)
+        self._broadcast(ks, cause, pushed_at)
+
+    def _pace(self, now: float) -> None:
+        """Set the re-arm spacing from the keys written in the last second (at each beat:
+        ten times a second, whatever the write rate)."""
+        if self._written:
+            old = now - _BUSY_WINDOW
+            self._written = {k: t for k, t in self._written.items() if t >= old}
+        spacing = rearm_spacing(len(self._written), self.rearm_budget)
+        if spacing != self.spacing:
+            self.spacing = spacing
+            self.wm.spacing.labels(node=self.node).set(spacing)
 
     def _due_rearms(self) -> None:
         """Re-arm the deferred keys whose time came, then invalidate them again."""
-        if not self._deferred:
+        if not self._due:
             return
         now = time.monotonic()
-        due = [k for k, t in self._deferred.items() if t <= now]
+        due = []
+        while self._due and self._due[0][0] <= now:  # a heap: no scan of every deferred key
+            t, k = heapq.heappop(self._due)
+            if self._deferred.get(k) == t:
+                del self._deferred[k]
+                due.append(k)
         if not due:
             return
-        for k in due:
-            del self._deferred[k]
         with self._lock:
             want = self._want
         due = [k for k in due if k in want and k not in self._armed]
-        self._arm(due)
-        self._broadcast(due, "deferred")
+        if due:
+            self._rearm_then_publish(due, due, "deferred")
 
     def _broadcast(self, keys: Iterable[bytes], cause: str, pushed_at: int = 0) -> None:
         ks = sorted(keys)
