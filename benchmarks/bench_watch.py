@@ -12,10 +12,12 @@ the key (``CLIENT CACHING yes`` + ``EXISTS``, spaced 50 ms per key) and publishe
 ``typical``, 1,000 armed hot keys among the 100,000 the benchmark touches (1 % of the
 writes hit a hot key).
 
-Three setups per round, in a rotating order so drift in the machine's load hits each:
+Four setups per round, in a rotating order so drift in the machine's load hits each:
 ``off`` (no watch), ``tracking`` (one RESP3 connection with ``CLIENT TRACKING on OPTIN``
-and the same keys armed, but no watch thread: what Redis's tracking alone costs), and
-``watch`` (the daemon's watch). For each the run reports requests per second, the data
+and the same keys armed, but no watch thread: what Redis's tracking alone costs),
+``watch`` (the daemon's watch, with its default re-arm budget, ``--watch-rearm-budget``
+5,000/s) and ``unbudgeted`` (the same watch with no budget: each written key re-armed
+every 50 ms). ``--setups`` picks some of them. For each the run reports requests per second, the data
 Redis's CPU per request (``INFO cpu`` before and after, user + sys, divided by the
 requests: what the watch costs *the server*, whatever else runs on the box), the SET
 ``usec_per_call`` of ``INFO commandstats``, and the CPU of the watch's threads in this
@@ -45,14 +47,16 @@ import redis
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.watch import Watch
+from hotkeyd.watch import REARM_BUDGET, Watch
 
-SETUPS = ("off", "tracking", "watch")
+SETUPS = ("off", "tracking", "watch", "unbudgeted")
 
 
-def bench(port: int, tests: str, n: int, keys: int, cpu: int | None) -> dict[str, float]:
+def bench(
+    port: int, tests: str, n: int, keys: int, cpu: int | None, pipeline: int = 1
+) -> dict[str, float]:
     cmd = ["redis-benchmark", "-p", str(port), "-t", tests, "-n", str(n), "-r", str(keys),
-           "-c", "20", "-q"]  # fmt: skip
+           "-c", "20", "-P", str(pipeline), "-q"]  # fmt: skip
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu), *cmd]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -110,11 +114,15 @@ def setup(kind: str, url: str, armed: list[bytes]) -> Iterator[tuple[Metrics | N
             c.close()
         return
     m = Metrics()
-    w = Watch([url], url, namespace=Namespace("bench"), origin="bench", auth=None, metrics=m)
+    w = Watch(
+        [url], url, namespace=Namespace("bench"), origin="bench", auth=None, metrics=m,
+        rearm_budget=0 if kind == "unbudgeted" else REARM_BUDGET,
+    )  # fmt: skip
     w.start()
     w.set_hot(armed)
     deadline = time.monotonic() + 30
-    while metric(m, "hotkeyd_watch_keys") < len(armed):
+    while metric(m, "hotkeyd_watch_armed_total") < len(armed):  # each armed once (a load
+        # of writes may be invalidating them as fast as they are armed)
         assert time.monotonic() < deadline, "the watch never armed the keys"
         time.sleep(0.05)
     tids = [n._thread.native_id for n in w.nodes if n._thread.native_id is not None]
@@ -124,40 +132,214 @@ def setup(kind: str, url: str, armed: list[bytes]) -> Iterator[tuple[Metrics | N
         w.close()
 
 
+def _filled(rs: RedisServer, keys: int, hot: int, pin: bool) -> tuple[redis.Redis, list[bytes]]:
+    """``keys`` keys written on ``rs`` (pinned to CPU 0 with ``pin``): a client, and the
+    ``hot`` keys to arm, spread evenly over them."""
+    if pin and rs.proc is not None:
+        os.sched_setaffinity(rs.proc.pid, {0})
+    r = redis.Redis.from_url(rs.url)
+    names = [b"key:%012d" % i for i in range(keys)]
+    for i in range(0, keys, 10_000):
+        r.mset(dict.fromkeys(names[i : i + 10_000], b"v"))
+    return r, names[:: keys // hot][:hot]
+
+
+def _set_loop(port: int, keys: int, pipeline: int) -> list[str]:
+    """``redis-benchmark`` SETs over ``keys`` keys, looping until stopped."""
+    return ["redis-benchmark", "-p", str(port), "-t", "set", "-n", "100000000", "-r",
+            str(keys), "-c", "20", "-P", str(pipeline), "-l", "-q"]  # fmt: skip
+
+
+def alternate(
+    keys: int,
+    hot: int,
+    rounds: int,
+    window: float,
+    pin: bool,
+    setups: tuple[str, ...],
+    pipeline: int,
+) -> None:
+    """One ``redis-benchmark -t set -l`` runs throughout; the setups take turns in windows
+    of ``window`` seconds (rotating order), and each window counts the SETs Redis served
+    (``INFO commandstats``) and its CPU, after the setup is in place. Slow drift in the
+    box's speed hits every setup alike, and the medians are over many windows."""
+    with RedisServer() as rs:
+        r, armed = _filled(rs, keys, hot, pin)
+        cmd = _set_loop(rs.port, keys, pipeline)
+        if pin:
+            cmd = ["taskset", "-c", "1", *cmd]
+        load = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rows: dict[str, dict[str, list[float]]] = {s: {} for s in setups}
+        try:
+            time.sleep(1.0)  # the load runs
+            for rnd in range(rounds):
+                n = rnd % len(setups)
+                for kind in setups[n:] + setups[:n]:
+                    with setup(kind, rs.url, armed) as (_m, tids):
+                        time.sleep(0.2)  # past the arming and the first pushes
+                        t0, c0, s0, w0 = (
+                            time.monotonic(),
+                            server_cpu(r),
+                            set_usec(r),
+                            thread_cpu(tids),
+                        )
+                        time.sleep(window)
+                        t1, c1, s1, w1 = (
+                            time.monotonic(),
+                            server_cpu(r),
+                            set_usec(r),
+                            thread_cpu(tids),
+                        )
+                    sets = s1[0] - s0[0]
+                    row = rows[kind]
+                    row.setdefault("SET", []).append(sets / (t1 - t0))
+                    row.setdefault("server_us", []).append((c1 - c0) / max(1, sets) * 1e6)
+                    row.setdefault("watch_cpu", []).append((w1 - w0) / (t1 - t0))
+                    print(f"  round {rnd:2d} {kind:10s}: SET {sets / (t1 - t0):9.0f}/s  server "
+                          f"{(c1 - c0) / max(1, sets) * 1e6:5.2f} us/SET  watch threads "
+                          f"{100 * (w1 - w0) / (t1 - t0):5.1f} % of a core", flush=True)  # fmt: skip
+        finally:
+            load.terminate()
+            load.wait(10)
+            r.close()
+    for kind in setups[1:]:
+        for name in ("SET", "server_us"):
+            xs = [x / b for x, b in zip(rows[kind][name], rows["off"][name], strict=True)]
+            what = "throughput" if name == "SET" else "cost"
+            print(f"  {kind} {name} {what} vs off = {statistics.median(xs):.3f} (median of "
+                  f"{len(xs)} rounds; quartiles {statistics.quantiles(xs, n=4)[0]:.3f}-"
+                  f"{statistics.quantiles(xs, n=4)[2]:.3f})")  # fmt: skip
+        print(f"  {kind} watch threads: {100 * statistics.median(rows[kind]['watch_cpu']):.1f} % "
+              f"of a core (median)")  # fmt: skip
+
+
+def paired(
+    keys: int, hot: int, rounds: int, window: float, setups: tuple[str, ...], pipeline: int
+) -> None:
+    """Two redis-servers share CPU 0, each saturated by its own ``redis-benchmark -t set
+    -l`` on CPU 1; in each window one of them has the setup (the watch), the other none,
+    and the ratio of the SETs they served in that window is what the setup costs Redis.
+    Both servers see the same machine at the same moment, so the box's drift (its speed
+    moved by +-30 % between windows here) cancels out; the servers swap roles every
+    round. ``off`` is the control: neither has a watch (the pairing's own spread)."""
+    with RedisServer() as a, RedisServer() as b:
+        servers = [a, b]
+        filled = [_filled(s, keys, hot, pin=True) for s in servers]
+        clients = [r for r, _ in filled]
+        armed = filled[0][1]
+        loads = [
+            subprocess.Popen(
+                ["taskset", "-c", "1", *_set_loop(s.port, keys, pipeline)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for s in servers
+        ]
+        ratios: dict[str, list[float]] = {k: [] for k in setups}
+        busy: list[float] = []
+        try:
+            time.sleep(1.0)
+            for rnd in range(rounds):
+                x = rnd % 2  # the server with the setup this round
+                n = rnd % len(setups)
+                for kind in setups[n:] + setups[:n]:
+                    with setup(kind, servers[x].url, armed) as (_m, tids):
+                        time.sleep(0.3)  # past the arming and the first pushes
+                        t0 = time.monotonic()
+                        c0 = [server_cpu(r) for r in clients]
+                        s0 = [set_usec(r)[0] for r in clients]
+                        w0 = thread_cpu(tids)
+                        time.sleep(window)
+                        s1 = [set_usec(r)[0] for r in clients]
+                        c1 = [server_cpu(r) for r in clients]
+                        w1, t1 = thread_cpu(tids), time.monotonic()
+                    sets = [(e - s) / (t1 - t0) for s, e in zip(s0, s1, strict=True)]
+                    cpu = [(e - s) / (t1 - t0) for s, e in zip(c0, c1, strict=True)]
+                    ratios[kind].append(sets[x] / sets[1 - x])
+                    busy.append(sum(cpu))
+                    print(f"  round {rnd:2d} {kind:10s} on {'AB'[x]}: SET {sets[x]:9.0f}/s against "
+                          f"{sets[1 - x]:9.0f}/s = {ratios[kind][-1]:.3f}  servers' CPU "
+                          f"{cpu[x]:.2f} + {cpu[1 - x]:.2f}  watch threads "
+                          f"{100 * (w1 - w0) / (t1 - t0):4.1f} % of a core", flush=True)  # fmt: skip
+        finally:
+            for p in loads:
+                p.terminate()
+                p.wait(10)
+            for r in clients:
+                r.close()
+    print(f"  CPU 0 busy (both servers): median {statistics.median(busy):.2f} of a core")
+    for kind in setups:
+        xs = ratios[kind]
+        q = statistics.quantiles(xs, n=4)
+        print(f"  {kind} SET throughput, with / without = {statistics.median(xs):.3f} (median "
+              f"of {len(xs)} windows; quartiles {q[0]:.3f}-{q[2]:.3f})")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--pin", action="store_true", help="redis-server on CPU 0, the rest on 1")
     ap.add_argument("--only", choices=["worst", "typical"])
+    ap.add_argument(
+        "--pipeline", type=int, default=1,
+        help="redis-benchmark -P: with 8 or more the server, not the load generator, is the "
+        "bottleneck on a 2-core box (the throughput ratio is then the server's capacity)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--alternate", type=float, metavar="SECONDS",
+        help="one redis-benchmark -t set -l throughout, the setups taking turns in windows "
+        "of SECONDS (--repeats rounds): robust to drift in the box's speed",
+    )  # fmt: skip
+    ap.add_argument(
+        "--paired", type=float, metavar="SECONDS",
+        help="two servers side by side on CPU 0, one with the setup in each window of "
+        "SECONDS (--repeats rounds, roles swapped every round): the ratio cancels the "
+        "box's drift",
+    )  # fmt: skip
+    ap.add_argument("--setups", default=",".join(SETUPS), help="comma-separated, 'off' first")
     a = ap.parse_args()
+    setups = tuple(a.setups.split(","))
+    if setups[0] != "off" or not set(setups) <= set(SETUPS):
+        ap.error(f"--setups: 'off' first, then some of {', '.join(SETUPS[1:])}")
     if a.pin:
         os.sched_setaffinity(0, {1})
     for label, keys, hot in (("worst", 1000, 1000), ("typical", 100_000, 1000)):
         if a.only and label != a.only:
             continue
-        print(f"{label}: redis-benchmark -t set,get -c 20 -n {a.requests} -r {keys}; "
-              f"{hot} of the keys armed; {a.repeats} rounds of {', '.join(SETUPS)} "
+        print(f"{label}: redis-benchmark -t set,get -c 20 -P {a.pipeline} -n {a.requests} "
+              f"-r {keys}; "
+              f"{hot} of the keys armed; {a.repeats} rounds of {', '.join(setups)} "
               f"(rotating order){'; pinned' if a.pin else ''}")  # fmt: skip
-        run(label, keys, hot, a.repeats, a.requests, a.pin)
+        if a.paired:
+            paired(keys, hot, a.repeats, a.paired, setups, a.pipeline)
+            continue
+        if a.alternate:
+            alternate(keys, hot, a.repeats, a.alternate, a.pin, setups, a.pipeline)
+            continue
+        run(label, keys, hot, a.repeats, a.requests, a.pin, setups, a.pipeline)
 
 
-def run(label: str, keys: int, hot: int, repeats: int, requests: int, pin: bool) -> None:
+def run(
+    label: str,
+    keys: int,
+    hot: int,
+    repeats: int,
+    requests: int,
+    pin: bool,
+    setups: tuple[str, ...],
+    pipeline: int = 1,
+) -> None:
     with RedisServer() as rs:
-        if pin and rs.proc is not None:
-            os.sched_setaffinity(rs.proc.pid, {0})
-        r = redis.Redis.from_url(rs.url)
-        names = [b"key:%012d" % i for i in range(keys)]
-        for i in range(0, keys, 10_000):
-            r.mset(dict.fromkeys(names[i : i + 10_000], b"v"))
-        armed = names[:: keys // hot][:hot]
-        rows: dict[str, dict[str, list[float]]] = {s: {} for s in SETUPS}
+        r, armed = _filled(rs, keys, hot, pin)
+        rows: dict[str, dict[str, list[float]]] = {s: {} for s in setups}
         for rnd in range(repeats):
-            order = SETUPS[rnd % 3 :] + SETUPS[: rnd % 3]
+            n = rnd % len(setups)
+            order = setups[n:] + setups[:n]
             for kind in order:
                 with setup(kind, rs.url, armed) as (m, tids):
                     c0, s0, w0 = server_cpu(r), set_usec(r), thread_cpu(tids)
-                    res = bench(rs.port, "set,get", requests, keys, 1 if pin else None)
+                    res = bench(rs.port, "set,get", requests, keys, 1 if pin else None, pipeline)
                     c1, s1, w1 = server_cpu(r), set_usec(r), thread_cpu(tids)
                     inv = metric(m, "hotkeyd_watch_invalidations_total") if m else 0.0
                 row = rows[kind]
@@ -179,7 +361,7 @@ def run(label: str, keys: int, hot: int, repeats: int, requests: int, pin: bool)
                 )
         r.close()
     base = rows["off"]
-    for kind in SETUPS[1:]:
+    for kind in setups[1:]:
         for name in ("SET", "GET", "server_us", "set_usec_per_call"):
             xs = [x / b for x, b in zip(rows[kind][name], base[name], strict=True)]
             med = statistics.median(xs)
