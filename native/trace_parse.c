@@ -12,6 +12,15 @@
 
 static int is_sep(char c) { return c == ' ' || c == '\t'; }
 
+/* The first separator at or after k (end if none). Two memchr calls instead of a byte loop:
+ * keys run to hundreds of bytes, and memchr scans a word or a vector at a time. */
+static const char *key_end(const char *k, const char *end) {
+    const char *sp = memchr(k, ' ', (size_t)(end - k));
+    const char *lim = sp ? sp : end;
+    const char *tab = memchr(k, '\t', (size_t)(lim - k));
+    return tab ? tab : lim;
+}
+
 int tr_parse_line(const char *p, const char *end, tr_line *out) {
     const char *q = p;
     while (q < end && !is_sep(*q))
@@ -56,8 +65,7 @@ int tr_parse_line(const char *p, const char *end, tr_line *out) {
     while (q < end && is_sep(*q))
         q++;
     const char *k = q;
-    while (q < end && !is_sep(*q))
-        q++;
+    q = key_end(k, end);
     if (q == k)
         return 0;
     out->key = k;
