@@ -307,10 +307,16 @@ def main() -> None:
     for label, keys, hot in (("worst", 1000, 1000), ("typical", 100_000, 1000)):
         if a.only and label != a.only:
             continue
-        print(f"{label}: redis-benchmark -t set,get -c 20 -P {a.pipeline} -n {a.requests} "
-              f"-r {keys}; "
-              f"{hot} of the keys armed; {a.repeats} rounds of {', '.join(setups)} "
-              f"(rotating order){'; pinned' if a.pin else ''}")  # fmt: skip
+        if a.paired or a.alternate:
+            load = f"-t set -l (looping) -c 20 -P {a.pipeline} -r {keys}"
+            how = (f"two servers on CPU 0, windows of {a.paired} s" if a.paired
+                   else f"windows of {a.alternate} s")  # fmt: skip
+        else:
+            load = f"-t set,get -c 20 -P {a.pipeline} -n {a.requests} -r {keys}"
+            how = "one run per setup"
+        print(f"{label}: redis-benchmark {load}; {hot} of the keys armed; {a.repeats} rounds "
+              f"of {', '.join(setups)} (rotating order; {how})"
+              f"{'; pinned' if a.pin or a.paired else ''}")  # fmt: skip
         if a.paired:
             paired(keys, hot, a.repeats, a.paired, setups, a.pipeline)
             continue
