@@ -15,7 +15,7 @@ from hotkeyd.client.invalidation import decode_invalidation
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
-from hotkeyd.watch import MAX_REARM_SPACING, REARM_SPACING, Watch, rearm_spacing
+from hotkeyd.watch import MAX_REARM_SPACING, REARM_BUDGET, REARM_SPACING, Watch, rearm_spacing
 
 
 def test_the_spacing_follows_the_keys_written_against_the_budget() -> None:
@@ -117,6 +117,8 @@ def test_a_negative_budget_is_a_clear_config_error() -> None:
     with pytest.raises(ConfigError, match="watch_rearm_budget: must be >= 0"):
         Settings(watch_rearm_budget=-1)
     assert Settings(watch_rearm_budget=0).watch_rearm_budget == 0
+    # the daemon's default is the watch's own (config does not import the watch)
+    assert Settings().watch_rearm_budget == REARM_BUDGET
 
 
 @pytest.mark.integration
