@@ -489,7 +489,7 @@ class NodeWatch:
             return
         gather = _COALESCE if self.spacing <= REARM_SPACING else _COALESCE_OVER_BUDGET
         wait = self._handled_at + gather - time.monotonic()
-        if wait > 0:  # busy: writes to hot keys come faster than one a millisecond
+        if wait > 0:  # busy: pushes came within the gathering window of the last batch
             time.sleep(wait)
             self._drain(0.0)
         self._handled_at = time.monotonic()
