@@ -12,9 +12,12 @@ the key (``CLIENT CACHING yes`` + ``EXISTS``, spaced 50 ms per key) and publishe
 ``typical``, 1,000 armed hot keys among the 100,000 the benchmark touches (1 % of the
 writes hit a hot key).
 
-Four setups per round, in a rotating order so drift in the machine's load hits each:
+Setups per round, in a rotating order so drift in the machine's load hits each:
 ``off`` (no watch), ``tracking`` (one RESP3 connection with ``CLIENT TRACKING on OPTIN``
 and the same keys armed, but no watch thread: what Redis's tracking alone costs),
+``static`` (the same, but the keys armed are names beside the hot keys' that nothing
+writes: the tracking table stays full and nothing is ever invalidated, so it is the
+floor of any tracking-based watch: Redis looks every written key up in that table),
 ``watch`` (the daemon's watch, with its default re-arm budget, ``--watch-rearm-budget``
 5,000/s) and ``unbudgeted`` (the same watch with no budget: each written key re-armed
 every 50 ms). ``--setups`` picks some of them. For each the run reports requests per second, the data
@@ -22,6 +25,12 @@ Redis's CPU per request (``INFO cpu`` before and after, user + sys, divided by t
 requests: what the watch costs *the server*, whatever else runs on the box), the SET
 ``usec_per_call`` of ``INFO commandstats``, and the CPU of the watch's threads in this
 process. The figures are medians of the per-round ratios against ``off``.
+
+``--paired SECONDS`` (the figures in docs/consistency.md) runs two servers side by side
+on CPU 0 instead, one with the setup in each window; ``--writes PCT`` makes the load a
+mix of SETs and GETs, ``--flavor`` picks the server (Redis 7.0, 8.2, Valkey 8.1, 9.1).
+After each setup the keys it armed are written once more, which empties the tracking
+table: Redis keeps a key there after its tracking client has gone, until it is written.
 
 On a 2-core box redis-server, redis-benchmark and the watch share the cores, so the
 throughput ratio also counts the watch's CPU taken from redis-benchmark. ``--pin``
@@ -47,9 +56,10 @@ import redis
 from hotkeyd.metrics import Metrics
 from hotkeyd.protocol.wire import Namespace
 from hotkeyd.testing import RedisServer
+from hotkeyd.testing.redis import FLAVORS
 from hotkeyd.watch import REARM_BUDGET, Watch
 
-SETUPS = ("off", "tracking", "watch", "unbudgeted")
+SETUPS = ("off", "tracking", "static", "watch", "unbudgeted")
 
 
 def bench(
@@ -84,6 +94,12 @@ def set_usec(r: redis.Redis) -> tuple[int, int]:
     return int(s["calls"]), int(s["usec"])
 
 
+def served(r: redis.Redis) -> tuple[int, int]:
+    """The SETs and the GETs ``r``'s server has served."""
+    stats: Any = r.info("commandstats")
+    return tuple(int(stats.get(f"cmdstat_{c}", {"calls": 0})["calls"]) for c in ("set", "get"))  # type: ignore[return-value]
+
+
 def thread_cpu(tids: list[int]) -> float:
     """CPU seconds of these threads of this process (ns resolution, from schedstat)."""
     total = 0
@@ -98,12 +114,14 @@ def setup(kind: str, url: str, armed: list[bytes]) -> Iterator[tuple[Metrics | N
     if kind == "off":
         yield None, []
         return
-    if kind == "tracking":
+    if kind in ("tracking", "static"):
         c = redis.Redis.from_url(url, protocol=3, single_connection_client=True)
         c.client_tracking_on(optin=True)
         conn: Any = c.connection
         cmds: list[tuple[Any, ...]] = []
-        for k in armed:
+        # static: a name beside each hot key's that nothing writes, so the tracking table
+        # stays as full as the watch keeps it, but no key is ever invalidated
+        for k in [a + b"~" for a in armed] if kind == "static" else armed:
             cmds += [("CLIENT", "CACHING", "YES"), ("EXISTS", k)]
         conn.send_packed_command(conn.pack_commands(cmds))
         for _ in cmds:
@@ -144,10 +162,37 @@ def _filled(rs: RedisServer, keys: int, hot: int, pin: bool) -> tuple[redis.Redi
     return r, names[:: keys // hot][:hot]
 
 
-def _set_loop(port: int, keys: int, pipeline: int) -> list[str]:
-    """``redis-benchmark`` SETs over ``keys`` keys, looping until stopped."""
-    return ["redis-benchmark", "-p", str(port), "-t", "set", "-n", "100000000", "-r",
-            str(keys), "-c", "20", "-P", str(pipeline), "-l", "-q"]  # fmt: skip
+def _scrub(r: redis.Redis, armed: list[bytes]) -> None:
+    """Empty the tracking table a setup left on ``r``'s server: Redis keeps a key there,
+    after its tracking client has gone, until the key is written. A table left full
+    would make the next rounds' "without" server pay the lookups too (the first paired
+    runs measured that: a static table of 1,000 keys cost 1.3 % there, 8 % on fresh
+    servers)."""
+    p = r.pipeline(transaction=False)
+    for k in armed:
+        p.set(k, b"v")
+        p.set(k + b"~", b"v")
+        p.delete(k + b"~")
+    p.execute()
+
+
+def _set_loop(
+    port: int, keys: int, pipeline: int, test: str = "set", clients: int = 20
+) -> list[str]:
+    """``redis-benchmark`` SETs (or ``test``) over ``keys`` keys, looping until stopped."""
+    return ["redis-benchmark", "-p", str(port), "-t", test, "-n", "100000000", "-r",
+            str(keys), "-c", str(clients), "-P", str(pipeline), "-l", "-q"]  # fmt: skip
+
+
+def _loads(port: int, keys: int, pipeline: int, writes: int) -> list[list[str]]:
+    """The load on one server: 20 connections, ``writes`` % of them looping SETs and the
+    rest GETs of the same keys (a saturated server serves its connections in turn, so
+    the share of SETs among the commands is close to the share of connections)."""
+    setters = max(1, round(20 * writes / 100))
+    loads = [_set_loop(port, keys, pipeline, "set", setters)]
+    if setters < 20:
+        loads.append(_set_loop(port, keys, pipeline, "get", 20 - setters))
+    return loads
 
 
 def alternate(
@@ -190,6 +235,7 @@ def alternate(
                             set_usec(r),
                             thread_cpu(tids),
                         )
+                    _scrub(r, armed)
                     sets = s1[0] - s0[0]
                     row = rows[kind]
                     row.setdefault("SET", []).append(sets / (t1 - t0))
@@ -214,29 +260,45 @@ def alternate(
 
 
 def paired(
-    keys: int, hot: int, rounds: int, window: float, setups: tuple[str, ...], pipeline: int
+    keys: int,
+    hot: int,
+    rounds: int,
+    window: float,
+    setups: tuple[str, ...],
+    pipeline: int,
+    writes: int = 100,
+    flavor: str = "redis",
 ) -> None:
-    """Two redis-servers share CPU 0, each saturated by its own ``redis-benchmark -t set
-    -l`` on CPU 1; in each window one of them has the setup (the watch), the other none,
-    and the ratio of the SETs they served in that window is what the setup costs Redis.
-    Both servers see the same machine at the same moment, so the box's drift (its speed
-    moved by +-30 % between windows here) cancels out; the servers swap roles every
-    round. ``off`` is the control: neither has a watch (the pairing's own spread)."""
-    with RedisServer() as a, RedisServer() as b:
+    """Two redis-servers share CPU 0, each saturated by its own ``redis-benchmark`` loops
+    on CPU 1 (``writes`` % of the connections SET, the rest GET); in each window one of
+    them has the setup (the watch), the other none, and the ratio of the commands they
+    served in that window is what the setup costs Redis. Both servers see the same
+    machine at the same moment, so the box's drift (its speed moved by +-30 % between
+    windows here) cancels out; the servers swap roles every round. ``off`` is the
+    control: neither has a watch (the pairing's own spread). This process, and so the
+    watch, runs on CPU 1 with the load generators, as a daemon would on a host or core
+    of its own. There its CPU can starve the load generator of the server it watches
+    (that server then idles now and then: a few per cent less throughput that is the
+    box's, not Redis's), so each window also gives the ratio of the commands served per
+    CPU second of each server (``INFO cpu``): the work per command the watch adds to
+    Redis, whatever feeds it. With the servers saturated the two agree but for that."""
+    os.sched_setaffinity(0, {1})
+    with RedisServer(flavor=flavor) as a, RedisServer(flavor=flavor) as b:
         servers = [a, b]
         filled = [_filled(s, keys, hot, pin=True) for s in servers]
         clients = [r for r, _ in filled]
         armed = filled[0][1]
         loads = [
             subprocess.Popen(
-                ["taskset", "-c", "1", *_set_loop(s.port, keys, pipeline)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                ["taskset", "-c", "1", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             for s in servers
+            for cmd in _loads(s.port, keys, pipeline, writes)
         ]
         ratios: dict[str, list[float]] = {k: [] for k in setups}
+        capacity: dict[str, list[float]] = {k: [] for k in setups}
         busy: list[float] = []
+        share: list[float] = []
         try:
             time.sleep(1.0)
             for rnd in range(rounds):
@@ -247,32 +309,39 @@ def paired(
                         time.sleep(0.3)  # past the arming and the first pushes
                         t0 = time.monotonic()
                         c0 = [server_cpu(r) for r in clients]
-                        s0 = [set_usec(r)[0] for r in clients]
+                        s0 = [served(r) for r in clients]
                         w0 = thread_cpu(tids)
                         time.sleep(window)
-                        s1 = [set_usec(r)[0] for r in clients]
+                        s1 = [served(r) for r in clients]
                         c1 = [server_cpu(r) for r in clients]
                         w1, t1 = thread_cpu(tids), time.monotonic()
-                    sets = [(e - s) / (t1 - t0) for s, e in zip(s0, s1, strict=True)]
-                    cpu = [(e - s) / (t1 - t0) for s, e in zip(c0, c1, strict=True)]
-                    ratios[kind].append(sets[x] / sets[1 - x])
+                    _scrub(clients[x], armed)
+                    dt = t1 - t0
+                    done = [(e[0] - s[0], e[1] - s[1]) for s, e in zip(s0, s1, strict=True)]
+                    ops = [(st + gt) / dt for st, gt in done]
+                    cpu = [(e - s) / dt for s, e in zip(c0, c1, strict=True)]
+                    ratios[kind].append(ops[x] / ops[1 - x])
+                    capacity[kind].append((ops[x] / cpu[x]) / (ops[1 - x] / cpu[1 - x]))
                     busy.append(sum(cpu))
-                    print(f"  round {rnd:2d} {kind:10s} on {'AB'[x]}: SET {sets[x]:9.0f}/s against "
-                          f"{sets[1 - x]:9.0f}/s = {ratios[kind][-1]:.3f}  servers' CPU "
-                          f"{cpu[x]:.2f} + {cpu[1 - x]:.2f}  watch threads "
-                          f"{100 * (w1 - w0) / (t1 - t0):4.1f} % of a core", flush=True)  # fmt: skip
+                    share += [st / max(1, st + gt) for st, gt in done]
+                    print(f"  round {rnd:2d} {kind:10s} on {'AB'[x]}: {ops[x]:9.0f} commands/s "
+                          f"against {ops[1 - x]:9.0f}/s = {ratios[kind][-1]:.3f}  servers' CPU "
+                          f"{cpu[x]:.3f} + {cpu[1 - x]:.3f}  per CPU s "
+                          f"{capacity[kind][-1]:.3f}  watch threads "
+                          f"{100 * (w1 - w0) / dt:4.1f} % of a core", flush=True)  # fmt: skip
         finally:
             for p in loads:
                 p.terminate()
                 p.wait(10)
             for r in clients:
                 r.close()
-    print(f"  CPU 0 busy (both servers): median {statistics.median(busy):.2f} of a core")
+    print(f"  CPU 0 busy (both servers): median {statistics.median(busy):.2f} of a core; "
+          f"SETs {100 * statistics.median(share):.0f} % of the commands")  # fmt: skip
     for kind in setups:
-        xs = ratios[kind]
-        q = statistics.quantiles(xs, n=4)
-        print(f"  {kind} SET throughput, with / without = {statistics.median(xs):.3f} (median "
-              f"of {len(xs)} windows; quartiles {q[0]:.3f}-{q[2]:.3f})")  # fmt: skip
+        for what, xs in (("throughput", ratios[kind]), ("commands per CPU second", capacity[kind])):
+            q = statistics.quantiles(xs, n=4)
+            print(f"  {kind} {what}, with / without = {statistics.median(xs):.3f} (median "
+                  f"of {len(xs)} windows; quartiles {q[0]:.3f}-{q[2]:.3f})")  # fmt: skip
 
 
 def main() -> None:
@@ -297,28 +366,47 @@ def main() -> None:
         "SECONDS (--repeats rounds, roles swapped every round): the ratio cancels the "
         "box's drift",
     )  # fmt: skip
+    ap.add_argument(
+        "--writes", type=int, default=100, metavar="PCT",
+        help="with --paired: the share of the load's connections that SET (the rest GET "
+        "the same keys); 100 (default) is a write-only load",
+    )  # fmt: skip
+    ap.add_argument(
+        "--flavor", default="redis", choices=FLAVORS,
+        help="with --paired: the server (redis: Debian's Redis 7.0; redis8: Redis 8.2; "
+        "valkey: Valkey 8.1; valkey9: Valkey 9.1)",
+    )  # fmt: skip
     ap.add_argument("--setups", default=",".join(SETUPS), help="comma-separated, 'off' first")
     a = ap.parse_args()
     setups = tuple(a.setups.split(","))
     if setups[0] != "off" or not set(setups) <= set(SETUPS):
         ap.error(f"--setups: 'off' first, then some of {', '.join(SETUPS[1:])}")
+    if not 1 <= a.writes <= 100:
+        ap.error("--writes: a percentage, 1 to 100")
     if a.pin:
         os.sched_setaffinity(0, {1})
     for label, keys, hot in (("worst", 1000, 1000), ("typical", 100_000, 1000)):
         if a.only and label != a.only:
             continue
-        if a.paired or a.alternate:
+        if a.paired and a.writes < 100:
+            setters = max(1, round(20 * a.writes / 100))
+            load = (f"-t set -l -c {setters} and -t get -l -c {20 - setters} (looping) "
+                    f"-P {a.pipeline} -r {keys}")  # fmt: skip
+            how = f"two servers on CPU 0, windows of {a.paired} s"
+        elif a.paired or a.alternate:
             load = f"-t set -l (looping) -c 20 -P {a.pipeline} -r {keys}"
             how = (f"two servers on CPU 0, windows of {a.paired} s" if a.paired
                    else f"windows of {a.alternate} s")  # fmt: skip
         else:
             load = f"-t set,get -c 20 -P {a.pipeline} -n {a.requests} -r {keys}"
             how = "one run per setup"
+        if a.paired and a.flavor != "redis":
+            how += f", {a.flavor} servers"
         print(f"{label}: redis-benchmark {load}; {hot} of the keys armed; {a.repeats} rounds "
               f"of {', '.join(setups)} (rotating order; {how})"
               f"{'; pinned' if a.pin or a.paired else ''}")  # fmt: skip
         if a.paired:
-            paired(keys, hot, a.repeats, a.paired, setups, a.pipeline)
+            paired(keys, hot, a.repeats, a.paired, setups, a.pipeline, a.writes, a.flavor)
             continue
         if a.alternate:
             alternate(keys, hot, a.repeats, a.alternate, a.pin, setups, a.pipeline)
@@ -348,6 +436,7 @@ def run(
                     res = bench(rs.port, "set,get", requests, keys, 1 if pin else None, pipeline)
                     c1, s1, w1 = server_cpu(r), set_usec(r), thread_cpu(tids)
                     inv = metric(m, "hotkeyd_watch_invalidations_total") if m else 0.0
+                _scrub(r, armed)
                 row = rows[kind]
                 total = 2 * requests  # SET and GET
                 row.setdefault("server_us", []).append((c1 - c0) / total * 1e6)
