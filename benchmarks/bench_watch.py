@@ -376,6 +376,7 @@ def main() -> None:
         help="with --paired: the server (redis: Debian's Redis 7.0; redis8: Redis 8.2; "
         "valkey: Valkey 8.1; valkey9: Valkey 9.1)",
     )  # fmt: skip
+    ap.add_argument("--hot", type=int, default=1000, help="hot keys armed (default 1,000)")
     ap.add_argument("--setups", default=",".join(SETUPS), help="comma-separated, 'off' first")
     a = ap.parse_args()
     setups = tuple(a.setups.split(","))
@@ -385,7 +386,7 @@ def main() -> None:
         ap.error("--writes: a percentage, 1 to 100")
     if a.pin:
         os.sched_setaffinity(0, {1})
-    for label, keys, hot in (("worst", 1000, 1000), ("typical", 100_000, 1000)):
+    for label, keys, hot in (("worst", a.hot, a.hot), ("typical", 100_000, a.hot)):
         if a.only and label != a.only:
             continue
         if a.paired and a.writes < 100:
