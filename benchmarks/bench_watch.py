@@ -97,7 +97,10 @@ def set_usec(r: redis.Redis) -> tuple[int, int]:
 def served(r: redis.Redis) -> tuple[int, int]:
     """The SETs and the GETs ``r``'s server has served."""
     stats: Any = r.info("commandstats")
-    return tuple(int(stats.get(f"cmdstat_{c}", {"calls": 0})["calls"]) for c in ("set", "get"))  # type: ignore[return-value]
+    none = {"calls": 0}
+    return int(stats.get("cmdstat_set", none)["calls"]), int(
+        stats.get("cmdstat_get", none)["calls"]
+    )
 
 
 def thread_cpu(tids: list[int]) -> float:
