@@ -247,7 +247,9 @@ def test_a_1_mib_flood_without_signing_shows_and_memory_stays_bounded(
         assert g.dropped("oversized") > 0
         assert g.dropped("malformed") == 0  # never parsed
         assert g.daemon.health() == "degraded"
-        assert peak - rss0 < 64 << 10, f"RSS {rss0 >> 10} -> {peak >> 10} MiB"
+        # +3-5 MiB here since the raw reader recv()s into one buffer (before: +31-41 MiB
+        # idle, +72 MiB once in CI, from a fresh 1 MiB bytes per recv)
+        assert peak - rss0 < 32 << 10, f"RSS {rss0 >> 10} -> {peak >> 10} MiB"
         # Redis may cut the intake off for its output buffer (32 MB): that shows as a
         # counted loss, and the intake subscribes again
         assert wait_until(lambda: g.r.pubsub_numsub(g.channel)[0][1] == 1, timeout=10)
