@@ -41,7 +41,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -443,7 +443,7 @@ class DemandIntake:
                 if self._stop.is_set():  # our own close()
                     return True
                 raise redis.ConnectionError("Connection closed by server.")
-            reader.feed(buf, 0, n)
+            reader.feed(cast(bytes, buf), 0, n)  # any buffer; the stubs name bytes
             batch: list[Any] = []
             while True:
                 try:
