@@ -18,6 +18,7 @@ and the same keys armed, but no watch thread: what Redis's tracking alone costs)
 ``static`` (the same, but the keys armed are names beside the hot keys' that nothing
 writes: the tracking table stays full and nothing is ever invalidated, so it is the
 floor of any tracking-based watch: Redis looks every written key up in that table),
+``notify`` (keyspace notifications instead of tracking: one subscription per hot key),
 ``watch`` (the daemon's watch, with its default re-arm budget, ``--watch-rearm-budget``
 5,000/s) and ``unbudgeted`` (the same watch with no budget: each written key re-armed
 every 50 ms). ``--setups`` picks some of them. For each the run reports requests per second, the data
@@ -45,6 +46,7 @@ import os
 import re
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -59,7 +61,7 @@ from hotkeyd.testing import RedisServer
 from hotkeyd.testing.redis import FLAVORS
 from hotkeyd.watch import REARM_BUDGET, Watch
 
-SETUPS = ("off", "tracking", "static", "watch", "unbudgeted")
+SETUPS = ("off", "tracking", "static", "notify", "watch", "unbudgeted")
 
 
 def bench(
@@ -134,6 +136,10 @@ def setup(kind: str, url: str, armed: list[bytes]) -> Iterator[tuple[Metrics | N
         finally:
             c.close()
         return
+    if kind == "notify":
+        with _notified(url, armed):
+            yield None, []
+        return
     m = Metrics()
     w = Watch(
         [url], url, namespace=Namespace("bench"), origin="bench", auth=None, metrics=m,
@@ -163,6 +169,35 @@ def _filled(rs: RedisServer, keys: int, hot: int, pin: bool) -> tuple[redis.Redi
     for i in range(0, keys, 10_000):
         r.mset(dict.fromkeys(names[i : i + 10_000], b"v"))
     return r, names[:: keys // hot][:hot]
+
+
+@contextmanager
+def _notified(url: str, armed: list[bytes]) -> Iterator[None]:
+    """The other way Redis tells of writes: keyspace notifications (``notify-keyspace-events
+    K$g``, server-wide), one exact ``__keyspace@0__:<key>`` subscription per hot key, read
+    and dropped by a thread. No re-arm is needed; every write of the server pays for the
+    notification instead."""
+    admin = redis.Redis.from_url(url)
+    admin.config_set("notify-keyspace-events", "K$g")
+    sub = redis.Redis.from_url(url).pubsub(ignore_subscribe_messages=True)
+    for i in range(0, len(armed), 500):
+        sub.subscribe(*[b"__keyspace@0__:" + k for k in armed[i : i + 500]])
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.is_set():
+            sub.get_message(timeout=0.1)
+
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+        sub.close()
+        admin.config_set("notify-keyspace-events", "")
+        admin.close()
 
 
 def _scrub(r: redis.Redis, armed: list[bytes]) -> None:
